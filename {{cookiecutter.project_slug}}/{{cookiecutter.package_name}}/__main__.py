@@ -1,0 +1,8 @@
+"""``python -m {{ cookiecutter.package_name }} ...``"""
+
+import sys
+
+from .engine.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(package="{{ cookiecutter.package_name }}"))

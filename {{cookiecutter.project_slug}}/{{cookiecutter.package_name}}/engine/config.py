@@ -1,0 +1,214 @@
+"""Project file and profiles, dbt style.
+
+``lakehouse_project.yml`` holds what the team shares (lake root, Spark, defaults, server-id
+range); ``profiles.yml`` holds where the source is, with secrets only through
+``{{ env_var('NAME') }}`` / ``{{ env_var('NAME', 'default') }}``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import yaml
+
+from .errors import ConfigError
+
+PROJECT_FILE = "lakehouse_project.yml"
+PROFILES_FILE = "profiles.yml"
+
+Delivery = Literal["exactly_once", "at_least_once"]
+DELIVERY_MODES: tuple[Delivery, ...] = ("exactly_once", "at_least_once")
+
+
+@dataclass(frozen=True)
+class SourceProfile:
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    database: str
+    connect_timeout: int = 10
+
+    @property
+    def address(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str
+    conf: Mapping[str, str]
+    jars_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class Defaults:
+    chunk_size: int
+    delivery: Delivery
+    flush_rows: int
+    even_distribution: tuple[float, float]
+    chunks_per_commit: int
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    name: str
+    root: Path
+    lake_root: str
+    target_dir: Path
+    gx_dir: Path
+    spark: SparkSettings
+    defaults: Defaults
+    server_ids: tuple[int, int]
+    source: SourceProfile
+
+    def table_path(self, layer: Literal["bronze", "silver"], table: str) -> str:
+        return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
+
+
+def load_project(
+    root: Path,
+    *,
+    profiles_dir: Path | None = None,
+    target: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ProjectConfig:
+    """Read the project file and the selected profile output, rendering ``env_var``."""
+    env = os.environ if env is None else env
+    project = _read_yaml(root / PROJECT_FILE)
+    profiles_dir = profiles_dir or Path(env.get("LAKEHOUSE_PROFILES_DIR", "") or root)
+    profiles = _read_yaml(profiles_dir / PROFILES_FILE)
+    profile_name = _required(project, "profile", PROJECT_FILE)
+    source = _load_source(profiles, str(profile_name), target, env, profiles_dir / PROFILES_FILE)
+
+    spark = project.get("spark") or {}
+    defaults = project.get("defaults") or {}
+    binlog = project.get("binlog") or {}
+    server_ids = binlog.get("server_id_range", [5400, 5499])
+    delivery = defaults.get("delivery", "exactly_once")
+    if delivery not in DELIVERY_MODES:
+        raise ConfigError(
+            f"{PROJECT_FILE}: defaults.delivery is {delivery!r}; use one of {DELIVERY_MODES}"
+        )
+    even = defaults.get("even_distribution", [0.05, 1000.0])
+    lake_root = str(_required(project, "lake_root", PROJECT_FILE))
+    if "://" not in lake_root and not lake_root.startswith("/"):
+        lake_root = str((root / lake_root).resolve())
+    return ProjectConfig(
+        name=str(project.get("name", root.name)),
+        root=root,
+        lake_root=lake_root,
+        target_dir=root / str(project.get("target_dir", "target")),
+        gx_dir=root / str((project.get("quality") or {}).get("gx_dir", "gx")),
+        spark=SparkSettings(
+            master=str(env.get("SPARK_MASTER") or spark.get("master", "local[*]")),
+            conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+            jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
+        ),
+        defaults=Defaults(
+            chunk_size=_positive_int(defaults.get("chunk_size", 8096), "defaults.chunk_size"),
+            delivery=delivery,
+            flush_rows=_positive_int(defaults.get("flush_rows", 50_000), "defaults.flush_rows"),
+            even_distribution=(float(even[0]), float(even[1])),
+            chunks_per_commit=_positive_int(
+                defaults.get("chunks_per_commit", 8), "defaults.chunks_per_commit"
+            ),
+        ),
+        server_ids=(int(server_ids[0]), int(server_ids[1])),
+        source=source,
+    )
+
+
+def render_env_vars(value: Any, env: Mapping[str, str], where: str) -> Any:
+    """Render ``{{ env_var(...) }}`` in every string of a parsed YAML tree."""
+    if isinstance(value, dict):
+        return {k: render_env_vars(v, env, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_env_vars(v, env, where) for v in value]
+    if not isinstance(value, str) or "{{" not in value:
+        return value
+
+    def env_var(name: str, default: str | None = None) -> str:
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"{where}: environment variable {name} is not set; export {name}=... "
+            "(secrets live only in the environment)"
+        )
+
+    jinja = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    try:
+        return jinja.from_string(value).render(env_var=env_var)
+    except jinja2.TemplateError as exc:
+        raise ConfigError(f"{where}: cannot render {value!r}: {exc}") from None
+
+
+def _load_source(
+    profiles: dict[str, Any],
+    name: str,
+    target: str | None,
+    env: Mapping[str, str],
+    where: Path,
+) -> SourceProfile:
+    profile = profiles.get(name)
+    if not isinstance(profile, dict):
+        raise ConfigError(f"{where}: no profile named {name!r} (the project file's 'profile')")
+    target = target or env.get("LAKEHOUSE_TARGET") or profile.get("target", "dev")
+    outputs = profile.get("outputs") or {}
+    if target not in outputs:
+        raise ConfigError(
+            f"{where}: profile {name!r} has no output {target!r}; known: {sorted(outputs)}"
+        )
+    raw = render_env_vars(outputs[target], env, str(where))
+    for key in ("host", "port", "user", "password", "database"):
+        if key not in raw:
+            raise ConfigError(f"{where}: output {target!r} lacks '{key}'")
+    try:
+        port = int(raw["port"])
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: port {raw['port']!r} is not a number") from None
+    return SourceProfile(
+        host=str(raw["host"]),
+        port=port,
+        user=str(raw["user"]),
+        password=str(raw["password"]),
+        database=str(raw["database"]),
+        connect_timeout=int(raw.get("connect_timeout", 10)),
+    )
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} not found: run from the project folder or pass --project-dir"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must hold a mapping at the top level")
+    return loaded
+
+
+def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
+    if key not in mapping:
+        raise ConfigError(f"{where}: '{key}' is required")
+    return mapping[key]
+
+
+def _positive_int(value: Any, name: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be a whole number") from None
+    if number <= 0:
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive")
+    return number

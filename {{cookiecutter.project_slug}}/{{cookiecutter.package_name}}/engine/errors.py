@@ -1,0 +1,46 @@
+"""One root exception with categories, each with its exit code.
+
+Messages are one line: what is wrong, where (table, setting or offset) and the fix. They never
+carry secrets: connection errors are rebuilt from host, port and user only.
+"""
+
+from __future__ import annotations
+
+
+class IngestError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+    exit_code = 1
+    category = "error"
+
+
+class ConfigError(IngestError):
+    """Bad project file, profile, table module, selection or environment variable."""
+
+    exit_code = 2
+    category = "configuration"
+
+
+class PreflightError(IngestError):
+    """The source server is reachable but not set up for change capture."""
+
+    exit_code = 2
+    category = "source"
+
+
+class SourceUnavailableError(IngestError):
+    """The source could not be reached or dropped the connection; running again may work."""
+
+    category = "retriable"
+
+
+class FatalError(IngestError):
+    """A state the engine refuses to continue from (purged binlog, schema change, a bug)."""
+
+    category = "fatal"
+
+
+class DataQualityError(IngestError):
+    """Quality checks ran and failed."""
+
+    category = "data quality"
