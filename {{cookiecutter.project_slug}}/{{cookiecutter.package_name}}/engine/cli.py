@@ -96,8 +96,12 @@ def _specs(args: argparse.Namespace, package: str):
 
 def _pipeline(config: ProjectConfig, invocation: str):
     from .pipeline import Pipeline
+    from .preflight import run_preflight
+    from .source import connection
     from .spark import get_spark
 
+    with connection(config.source) as conn:  # fail fast, before Spark takes seconds to start
+        run_preflight(conn)
     spark = get_spark(config)
     return spark, Pipeline(config, spark, invocation)
 

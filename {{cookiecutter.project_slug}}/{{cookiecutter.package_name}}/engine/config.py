@@ -104,7 +104,8 @@ def load_project(
         root=root,
         lake_root=lake_root,
         target_dir=root / str(project.get("target_dir", "target")),
-        gx_dir=root / str((project.get("quality") or {}).get("gx_dir", "gx")),
+        # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/).
+        gx_dir=root / str((project.get("quality") or {}).get("gx_root", ".")),
         spark=SparkSettings(
             master=str(env.get("SPARK_MASTER") or spark.get("master", "local[*]")),
             conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},

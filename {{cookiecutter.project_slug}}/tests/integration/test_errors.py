@@ -1,0 +1,76 @@
+"""Mistakes a user can make get one clear line, a non-zero exit, and lose nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.errors import ConfigError, PreflightError
+from {{ cookiecutter.package_name }}.engine.introspect import describe_table
+from {{ cookiecutter.package_name }}.engine.preflight import run_preflight
+from {{ cookiecutter.package_name }}.engine.source import connection
+
+from .conftest import PASSWORD, PROJECT_ROOT
+from .helpers import run_source_sql
+
+pytestmark = pytest.mark.integration
+
+
+def run_cli(tmp_path: Path, port: int, password: str, *args: str) -> subprocess.CompletedProcess:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir(exist_ok=True)
+    (profiles / "profiles.yml").write_text(
+        "{{ cookiecutter.package_name }}:\n  target: dev\n  outputs:\n    dev:\n"
+        f"      host: 127.0.0.1\n      port: {port}\n      user: ingest\n"
+        f"      password: {password}\n      database: demo\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}", "--profiles-dir", str(profiles), *args],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+
+
+def test_an_unreachable_source_is_one_line_naming_the_fix(tmp_path):
+    done = run_cli(tmp_path, 1, PASSWORD, "ingest")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "cannot reach the source at 127.0.0.1:1" in lines[0] and "profiles.yml" in lines[0]
+
+
+def test_a_wrong_password_is_a_configuration_error_without_the_password(tmp_path, mariadb):
+    done = run_cli(tmp_path, mariadb.port, "wrong-secret", "ingest")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"ERROR [configuration]: source login refused for ingest@127.0.0.1:{mariadb.port}: check the user in "
+        "profiles.yml and the MYSQL_PASSWORD environment variable"
+    ]
+    assert "wrong-secret" not in done.stderr + done.stdout
+
+
+def test_an_unknown_table_selection_exits_2(tmp_path, mariadb):
+    done = run_cli(tmp_path, mariadb.port, PASSWORD, "ingest", "--select", "nope")
+    assert done.returncode == 2
+    assert "no table named 'nope'" in done.stderr
+
+
+def test_a_table_without_a_key_is_refused_with_the_fix(config, mariadb):
+    run_source_sql(mariadb, config.source.database, "CREATE TABLE no_key (a INT, b TEXT);")
+    with connection(config.source) as conn, pytest.raises(ConfigError, match="no primary key or NOT NULL unique key"):
+        describe_table(conn, config.source.database, "no_key")
+
+
+def test_a_user_without_replication_grants_fails_preflight(config, mariadb):
+    run_source_sql(mariadb, config.source.database, f"""
+        CREATE USER IF NOT EXISTS 'reader'@'127.0.0.1' IDENTIFIED BY 'pw';
+        GRANT SELECT ON `{config.source.database}`.* TO 'reader'@'127.0.0.1';
+    """)
+    from dataclasses import replace
+
+    reader = replace(config.source, user="reader", password="pw")
+    with connection(reader) as conn, pytest.raises(PreflightError, match="REPLICATION SLAVE"):
+        run_preflight(conn)

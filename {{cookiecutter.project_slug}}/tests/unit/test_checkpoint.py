@@ -1,0 +1,38 @@
+import datetime as dt
+from decimal import Decimal
+
+from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.chunking import chunks_from_boundaries
+from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+
+
+def progress() -> SnapshotProgress:
+    chunks = chunks_from_boundaries([(Decimal("18446744073709551615"), "Éa", b"\x00\xff", dt.date(2024, 1, 2))])
+    return SnapshotProgress(("a", "b", "c", "d"), tuple(chunks))
+
+
+def test_checkpoints_round_trip_exact_key_values():
+    done = progress().with_done({0: BinlogPosition("b.000001", 100), 1: BinlogPosition("b.000002", 4)})
+    checkpoint = Checkpoint("t", 3, "snapshot", "run", snapshot=done)
+    again = Checkpoint.from_json(checkpoint.to_json())
+    assert again == checkpoint
+    assert again.snapshot.chunks[1].start[0] == Decimal("18446744073709551615")
+
+
+def test_watermarks_and_pending_chunks():
+    done = progress().with_done({1: BinlogPosition("b.000002", 4)})
+    assert [c.index for c in done.pending] == [0]
+    assert not done.complete
+    done = done.with_done({0: BinlogPosition("b.000001", 9)})
+    assert done.complete
+    assert done.low_watermark == BinlogPosition("b.000001", 9)
+    assert done.high_watermark == BinlogPosition("b.000002", 4)
+
+
+def test_the_chunk_plan_is_kept_until_the_binlog_passes_every_watermark():
+    done = progress().with_done({0: BinlogPosition("b.000001", 9), 1: BinlogPosition("b.000001", 50)})
+    checkpoint = Checkpoint("t", 1, "snapshot", "run", snapshot=done)
+    inside = checkpoint.advanced_to(BinlogPosition("b.000001", 20), "run2")
+    assert inside.snapshot is not None and inside.batch == 2 and inside.phase == "binlog"
+    past = inside.advanced_to(BinlogPosition("b.000001", 50), "run2")
+    assert past.snapshot is None and past.position == BinlogPosition("b.000001", 50)

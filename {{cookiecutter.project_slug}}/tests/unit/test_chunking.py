@@ -1,0 +1,70 @@
+from decimal import Decimal
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.chunking import (
+    Chunk,
+    chunk_predicate,
+    chunks_from_boundaries,
+    even_boundaries,
+    even_step,
+    lower_bound,
+    reading_order,
+    upper_bound,
+)
+
+
+def test_even_boundaries_stay_strictly_inside_the_key_range():
+    assert even_boundaries(1, 10, 3) == [(4,), (7,), (10,)]
+    assert even_boundaries(5, 5, 100) == []
+
+
+def test_even_split_handles_bigint_unsigned_max_exactly():
+    top = 2**64 - 1
+    bounds = even_boundaries(top - 10, top, 5)
+    assert bounds == [(top - 5,), (top,)]
+
+
+def test_even_step_uses_the_distribution_factor_within_bounds():
+    assert even_step(1, 1000, 1000, 100, (0.05, 1000.0)) == 100  # dense
+    assert even_step(1, 10_000, 1000, 100, (0.05, 1000.0)) == 1000  # 10x sparse
+
+
+def test_even_step_refuses_too_sparse_or_too_dense_keys():
+    assert even_step(1, 10**9, 100, 10, (0.05, 1000.0)) is None
+    assert even_step(1, 10, 1000, 10, (0.05, 1000.0)) is None
+
+
+def test_chunks_are_open_at_both_ends_and_contiguous():
+    chunks = chunks_from_boundaries([(10,), (20,)])
+    assert chunks == [Chunk(0, None, (10,)), Chunk(1, (10,), (20,)), Chunk(2, (20,), None)]
+
+
+def test_a_table_without_boundaries_is_one_unbounded_chunk():
+    assert chunks_from_boundaries([]) == [Chunk(0, None, None)]
+
+
+def test_the_unbounded_last_chunk_is_read_first():
+    chunks = chunks_from_boundaries([(10,), (20,)])
+    assert [c.index for c in reading_order(chunks)] == [2, 0, 1]
+
+
+def test_composite_bounds_expand_to_or_and_terms_not_row_constructors():
+    sql, args = lower_bound(["a", "b"], (1, "x"))
+    assert sql == "((`a` > %s) OR (`a` = %s AND `b` >= %s))"
+    assert args == [1, 1, "x"]
+    sql, args = upper_bound(["a", "b", "c"], (1, 2, 3))
+    assert sql == "((`a` < %s) OR (`a` = %s AND `b` < %s) OR (`a` = %s AND `b` = %s AND `c` < %s))"
+    assert args == [1, 1, 2, 1, 2, 3]
+
+
+def test_chunk_predicate_binds_values_and_quotes_identifiers():
+    sql, args = chunk_predicate(["we`ird"], Chunk(1, (Decimal("1.5"),), (Decimal("9"),)))
+    assert sql == "((`we``ird` >= %s)) AND ((`we``ird` < %s))"
+    assert args == [Decimal("1.5"), Decimal("9")]
+    assert chunk_predicate(["id"], Chunk(0, None, None)) == ("TRUE", [])
+
+
+def test_even_boundaries_reject_a_non_positive_step():
+    with pytest.raises(ValueError):
+        even_boundaries(1, 10, 0)

@@ -1,0 +1,66 @@
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.config import load_project, render_env_vars
+from {{ cookiecutter.package_name }}.engine.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# The rest holds env_var templates: cookiecutter must leave them alone.
+{% raw %}
+
+def test_the_generated_project_file_loads_with_the_password_from_the_environment():
+    config = load_project(PROJECT_ROOT, env={"MYSQL_PASSWORD": "s3cret"})
+    assert config.source.password == "s3cret"
+    assert config.defaults.delivery == "exactly_once"
+    assert config.server_ids[1] - config.server_ids[0] == 99
+    assert "s3cret" not in repr(config)
+
+
+def test_a_missing_password_names_the_environment_variable():
+    with pytest.raises(ConfigError, match="MYSQL_PASSWORD is not set"):
+        load_project(PROJECT_ROOT, env={})
+
+
+def test_env_var_defaults_and_overrides():
+    tree = {"a": "{{ env_var('X', 'dflt') }}", "b": ["{{ env_var('Y') }}"], "c": 3}
+    assert render_env_vars(tree, {"Y": "y"}, "here") == {"a": "dflt", "b": ["y"], "c": 3}
+    assert render_env_vars(tree, {"X": "x", "Y": "y"}, "here")["a"] == "x"
+
+
+def _write(tmp_path: Path, project: str, profiles: str) -> Path:
+    (tmp_path / "lakehouse_project.yml").write_text(project)
+    (tmp_path / "profiles.yml").write_text(profiles)
+    return tmp_path
+
+
+PROFILES = """p:
+  target: dev
+  outputs:
+    dev: {host: h, port: 1, user: u, password: x, database: d}
+"""
+
+
+def test_a_bad_delivery_mode_is_a_configuration_error(tmp_path):
+    root = _write(tmp_path, "profile: p\nlake_root: lake\ndefaults: {delivery: maybe}\n", PROFILES)
+    with pytest.raises(ConfigError, match="defaults.delivery"):
+        load_project(root, env={})
+
+
+def test_an_unknown_target_lists_the_known_ones(tmp_path):
+    root = _write(tmp_path, "profile: p\nlake_root: lake\n", PROFILES)
+    with pytest.raises(ConfigError, match="no output 'prod'.*dev"):
+        load_project(root, target="prod", env={})
+
+
+def test_a_missing_project_file_says_where_to_run(tmp_path):
+    with pytest.raises(ConfigError, match="run from the project folder"):
+        load_project(tmp_path, env={})
+
+
+def test_relative_lake_roots_are_anchored_at_the_project_and_urls_are_kept(tmp_path):
+    root = _write(tmp_path, "profile: p\nlake_root: lake\n", PROFILES)
+    assert load_project(root, env={}).lake_root == str(tmp_path.resolve() / "lake")
+    root = _write(tmp_path, "profile: p\nlake_root: s3a://bucket/lake\n", PROFILES)
+    assert load_project(root, env={}).table_path("silver", "t") == "s3a://bucket/lake/silver/t"
+{% endraw %}

@@ -1,0 +1,36 @@
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition, sequence
+
+
+def test_positions_compare_by_file_number_not_by_string():
+    assert BinlogPosition("mysql-bin.000009", 900) < BinlogPosition("mysql-bin.000010", 4)
+    assert BinlogPosition("mysql-bin.999999", 4) < BinlogPosition("mysql-bin.1000000", 4)
+
+
+def test_positions_in_one_file_compare_by_offset():
+    assert BinlogPosition("b.000001", 120) < BinlogPosition("b.000001", 121)
+    assert max(BinlogPosition("b.000001", 5), BinlogPosition("b.000001", 7)).offset == 7
+
+
+def test_a_binlog_change_after_a_watermark_sorts_after_the_snapshot_rows():
+    watermark = BinlogPosition("b.000003", 1000)
+    snapshot_seq = sequence(watermark, 0)
+    assert sequence(BinlogPosition("b.000003", 1001), 1) > snapshot_seq
+    assert sequence(BinlogPosition("b.000004", 4), 1) > snapshot_seq
+    assert sequence(BinlogPosition("b.000003", 999), 9) < snapshot_seq
+
+
+def test_rows_of_one_event_keep_their_order():
+    event = BinlogPosition("b.000001", 500)
+    assert sequence(event, 1) < sequence(event, 2)
+
+
+def test_json_round_trip():
+    position = BinlogPosition("mysql-bin.000012", 4242)
+    assert BinlogPosition.from_json(position.to_json()) == position
+
+
+def test_out_of_range_row_index_is_refused():
+    with pytest.raises(ValueError):
+        sequence(BinlogPosition("b.000001", 4), -1)

@@ -1,0 +1,252 @@
+"""Great Expectations (1.x) checks for silver tables.
+
+``run_quality_checks`` validates a Spark DataFrame against a per-table suite (keys not null, key
+unique, exact row count, plus caller-supplied expectations) in a File data context and builds the
+local Data Docs. GX objects are upserted by name, so re-runs (same or new process) reuse them.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+# Must be set before great_expectations is imported (it is imported lazily below, as it
+# takes ~3 s): the pipeline runs offline, so GX must never try to phone home.
+os.environ["GX_ANALYTICS_ENABLED"] = "False"
+
+if TYPE_CHECKING:
+    import pyspark.sql
+    from great_expectations.core import ExpectationSuite
+    from great_expectations.core.batch_definition import BatchDefinition
+    from great_expectations.core.expectation_validation_result import ExpectationValidationResult
+    from great_expectations.data_context.data_context.abstract_data_context import AbstractDataContext
+    from great_expectations.expectations.expectation import Expectation
+
+__all__ = ["CheckOutcome", "QualityResult", "run_quality_checks"]
+
+DATASOURCE_NAME = "spark_dataframes"
+BATCH_DEFINITION_NAME = "whole_dataframe"
+_NO_BARS = {"globally": False, "metric_calculations": False}
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    expectation: str  # e.g. "expect_column_values_to_be_unique(order_id)"
+    success: bool
+    observed: str  # short human-readable observed value / unexpected count
+
+
+@dataclass(frozen=True)
+class QualityResult:
+    table: str
+    success: bool
+    checks: tuple[CheckOutcome, ...]
+    docs_path: str | None  # path of the Data Docs index.html built for this run, if any
+
+
+def run_quality_checks(
+    df: pyspark.sql.DataFrame,
+    *,
+    table: str,
+    key_columns: Sequence[str],
+    expected_row_count: int,
+    extra_expectations: Sequence[Expectation] = (),
+    gx_root: pathlib.Path,
+) -> QualityResult:
+    """Validate ``df`` for ``table`` and return a summary of every expectation.
+
+    The GX project lives in ``gx_root / "gx"`` (created on first use). The suite is named ``table``
+    and is *replaced* on every call, so changed ``key_columns``/``extra_expectations`` take effect
+    at once. ``extra_expectations`` are copied first, so the same instances may be passed on every
+    run (GX refuses an Expectation object that already belongs to a suite). ``df`` is cached for
+    the run and unpersisted afterwards unless the caller had cached it.
+
+    Failing expectations do not raise: they give ``success=False``. GX errors (e.g. an unknown
+    column) become failed checks whose ``observed`` starts with ``"error:"``. ``docs_path`` is
+    the local site's ``index.html`` refreshed by the checkpoint's ``UpdateDataDocsAction``.
+    """
+    if not key_columns:
+        raise ValueError(f"{table}: key_columns must not be empty")
+    import great_expectations as gx
+    from great_expectations.checkpoint.actions import UpdateDataDocsAction
+
+    context = gx.get_context(mode="file", project_root_dir=str(gx_root))
+    _quiet_context(context)
+    batch_definition = _batch_definition(context, table)
+    suite = context.suites.add_or_update(
+        _build_suite(table, key_columns, expected_row_count, extra_expectations)
+    )
+    validation = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=f"{table}__validation", data=batch_definition, suite=suite)
+    )
+    checkpoint = context.checkpoints.add_or_update(
+        gx.Checkpoint(
+            name=f"{table}__checkpoint",
+            validation_definitions=[validation],
+            actions=[UpdateDataDocsAction(name="update_data_docs")],
+            result_format="SUMMARY",
+        )
+    )
+    # GX's Spark engine persist()s the batch (so its metric jobs share one scan) but never
+    # releases it: undo that unless the caller had already cached df.
+    was_cached = df.is_cached
+    try:
+        result = checkpoint.run(batch_parameters={"dataframe": df})
+    finally:
+        if not was_cached and df.is_cached:
+            df.unpersist()
+
+    checks: list[CheckOutcome] = []
+    for suite_result in result.run_results.values():
+        checks.extend(_outcome(r) for r in suite_result.results)
+    return QualityResult(
+        table=table,
+        success=bool(result.success),
+        checks=tuple(checks),
+        docs_path=_local_docs_index(context),
+    )
+
+
+def _quiet_context(context: AbstractDataContext) -> None:
+    """Persistently disable analytics and tqdm progress bars (noise in job logs).
+
+    ``great_expectations.yml`` is only rewritten when it differs, not on every run.
+    """
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    variables = context.variables
+    # A ProgressBarsConfig when set in-process, a plain dict when loaded from YAML.
+    bars: Any = variables.progress_bars
+    current = {k: bars[k] for k in _NO_BARS if k in bars} if bars is not None else {}
+    if variables.analytics_enabled is not False or current != _NO_BARS:
+        variables.analytics_enabled = False
+        variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        variables.save()
+
+
+def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefinition[Any]:
+    """Get or create the Spark datasource, the table's dataframe asset and its batch definition.
+
+    Not ``add_or_update_spark``: it replaces the datasource with an asset-less copy, orphaning
+    the batch definitions that stored validation definitions refer to.
+    """
+    from great_expectations.datasource.fluent.spark_datasource import DataFrameAsset, SparkDatasource
+
+    if DATASOURCE_NAME in context.data_sources.all():
+        datasource = context.data_sources.get(DATASOURCE_NAME)
+    else:
+        datasource = context.data_sources.add_spark(name=DATASOURCE_NAME)
+    if not isinstance(datasource, SparkDatasource):
+        raise TypeError(f"GX datasource {DATASOURCE_NAME!r} is a {type(datasource).__name__}, not spark")
+    asset: DataFrameAsset[Any] = (
+        datasource.get_asset(table)
+        if table in datasource.get_asset_names()
+        else datasource.add_dataframe_asset(name=table)
+    )
+    try:
+        return asset.get_batch_definition(BATCH_DEFINITION_NAME)
+    except KeyError:  # documented "not found" signal of get_batch_definition
+        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
+
+
+def _build_suite(
+    table: str,
+    key_columns: Sequence[str],
+    expected_row_count: int,
+    extra_expectations: Sequence[Expectation],
+) -> ExpectationSuite:
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    expectations: list[Expectation] = [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in key_columns]
+    if len(key_columns) == 1:
+        expectations.append(gxe.ExpectColumnValuesToBeUnique(column=key_columns[0]))
+    else:
+        expectations.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(key_columns)))
+    expectations.append(gxe.ExpectTableRowCountToEqual(value=expected_row_count))
+    # Pydantic-v1 style copy (GX models): detach from any suite the caller's instance joined.
+    expectations.extend(e.copy(deep=True, update={"id": None}) for e in extra_expectations)
+
+    suite = gx.ExpectationSuite(name=table)
+    for expectation in expectations:
+        suite.add_expectation(expectation)
+    return suite
+
+
+def _outcome(result: ExpectationValidationResult) -> CheckOutcome:
+    config = result.expectation_config
+    kwargs: Mapping[str, Any] = config.kwargs if config is not None else {}
+    name = config.type if config is not None else "unknown_expectation"
+    return CheckOutcome(
+        expectation=f"{name}({_describe_kwargs(kwargs)})",
+        success=bool(result.success),
+        observed=_describe_observed(result),
+    )
+
+
+def _describe_kwargs(kwargs: Mapping[str, Any]) -> str:
+    if "column" in kwargs:
+        return str(kwargs["column"])
+    if "column_list" in kwargs:
+        return ", ".join(map(str, kwargs["column_list"]))
+    if "column_A" in kwargs and "column_B" in kwargs:
+        return f"{kwargs['column_A']}, {kwargs['column_B']}"
+    shown = {k: v for k, v in kwargs.items() if k != "batch_id" and v is not None}
+    return ", ".join(f"{k}={v!r}" for k, v in shown.items())
+
+
+def _describe_observed(result: ExpectationValidationResult) -> str:
+    error = _error_message(result.exception_info)
+    if error is not None:
+        lines = error.strip().splitlines()
+        return f"error: {_short(lines[0] if lines else 'unknown')}"
+    details: Mapping[str, Any] = result.result or {}
+    if "observed_value" in details:
+        return _short(details["observed_value"])
+    if "unexpected_count" in details:
+        count = details["unexpected_count"] or 0
+        pct = details.get("unexpected_percent")
+        text = f"{count} unexpected" + (f" ({pct:.2f}%)" if pct is not None else "")
+        sample = details.get("partial_unexpected_list") or []
+        if count and sample:
+            text += f", e.g. {_short(sample[:5])}"
+        return text
+    return ""
+
+
+def _error_message(info: Mapping[str, Any] | None) -> str | None:
+    """First exception message in ``exception_info``, or None if nothing was raised.
+
+    GX uses two shapes: flat ``{"raised_exception": ..., "exception_message": ...}`` when the
+    expectation itself failed, ``{metric_id: ExceptionInfo}`` when a metric it needs failed.
+    """
+    if not info:
+        return None
+    if "raised_exception" in info:
+        return str(info.get("exception_message") or "") if info["raised_exception"] else None
+    for nested in info.values():
+        if isinstance(nested, Mapping) and nested.get("raised_exception"):
+            return str(nested.get("exception_message") or "")
+    return None
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _local_docs_index(context: AbstractDataContext) -> str | None:
+    """Filesystem path of the first built ``file://`` Data Docs index, else None."""
+    for site in context.get_docs_sites_urls(only_if_exists=True):
+        url = site.get("site_url")
+        if not url or urlparse(url).scheme != "file":
+            continue
+        path = pathlib.Path(url2pathname(urlparse(url).path))
+        if path.is_file():
+            return str(path)
+    return None
