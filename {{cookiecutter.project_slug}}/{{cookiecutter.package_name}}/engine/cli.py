@@ -147,6 +147,7 @@ def cmd_status(args, config, package, invocation, started) -> int:
 
     specs = _specs(args, package)
     spark = get_spark(config)
+    print(f"{'table':<24} {'phase':<26} {'batch':>5}  {'silver rows':>11}  binlog position")
     for spec in specs:
         cp = bronze.latest_checkpoint(spark, config.table_path("bronze", spec.name))
         if cp is None:
@@ -155,7 +156,10 @@ def cmd_status(args, config, package, invocation, started) -> int:
         phase = cp.phase
         if cp.snapshot is not None and cp.phase == "snapshot":
             phase = f"snapshot {len(cp.snapshot.done)}/{len(cp.snapshot.chunks)} chunks"
-        print(f"{spec.name:<24} {phase:<24} batch {cp.batch:>4}  position {cp.position or '-'}")
+        silver_path = config.table_path("silver", spec.name)
+        rows = spark.read.format("delta").load(silver_path).count() if bronze.exists(spark, silver_path) else 0
+        position = cp.position or (cp.snapshot.low_watermark if cp.snapshot and cp.snapshot.done else "-")
+        print(f"{spec.name:<24} {phase:<26} {cp.batch:>5}  {rows:>11}  {position}")
     return 0
 
 

@@ -1,0 +1,35 @@
+# Lakehouse ingestion cookiecutter template. `make demo` shows it end to end; `make test` tests it.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV := $(abspath .venv)
+PY := $(VENV)/bin/python
+BUILD := $(abspath build)
+
+.PHONY: help setup demo test lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+setup: $(VENV)/.installed ## install system packages (Java, mariadb-server) and the pinned Python packages
+
+$(VENV)/.installed: requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "ERROR: Python 3.11+ is needed, found $$($(PYTHON) --version 2>&1); run with PYTHON=python3.11"; exit 2; }
+	bash scripts/system-deps.sh
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+demo: setup ## generate a project, ingest the embedded MariaDB, change rows, ingest again, check quality
+	VENV=$(VENV) BUILD=$(BUILD) bash scripts/demo.sh
+
+test: setup ## run the template's tests (they generate projects and run their test suites)
+	$(PY) -m pytest
+
+lint: setup ## lint the template's own code and a freshly generated project
+	$(PY) -m ruff check hooks tests
+
+clean: ## stop the demo source and remove build/ and .venv/
+	-[ -d $(BUILD)/demo-lakehouse ] && $(MAKE) -C $(BUILD)/demo-lakehouse source-down VENV=$(VENV)
+	rm -rf $(BUILD) $(VENV)

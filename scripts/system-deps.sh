@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what pip cannot: Java 17 for Spark and Debian's mariadb-server for the embedded
+# source. Uses apt-get as root, or through passwordless sudo; otherwise says what to install.
+set -euo pipefail
+
+missing=()
+command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || missing+=(openjdk-17-jre-headless)
+{ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing+=(mariadb-server)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+else
+  echo "ERROR: missing system packages: ${missing[*]}; install them (sudo apt-get install -y ${missing[*]})" >&2
+  exit 2
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "ERROR: missing ${missing[*]} and no apt-get here: install Java 17 and MariaDB 10.6+ yourself" >&2
+  exit 2
+fi
+echo "Installing ${missing[*]} from Debian's packages..."
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q >/dev/null
+# The package's own service is never used (the project runs its own instance); in containers
+# without an init system its start-up simply fails, which is harmless here.
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
