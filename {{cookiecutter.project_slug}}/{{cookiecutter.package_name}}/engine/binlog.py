@@ -69,11 +69,6 @@ class BinlogSource:
         self._schema = schema
         self._keys = {t: tuple(k) for t, k in keys.items()}
         self._tables = tuple(self._keys)
-        tables = self._tables
-        self._ddl_pattern = re.compile(
-            r"\b(ALTER|DROP|RENAME|TRUNCATE|CREATE)\b.*?`?(" + "|".join(map(re.escape, tables)) + r")`?\b",
-            re.IGNORECASE | re.DOTALL,
-        )
 
     def transactions(self, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
         """Transactions whose commit ends after ``start`` and at or before ``stop``."""
@@ -161,11 +156,36 @@ class BinlogSource:
         schema = _text(event.schema)
         if schema and schema != self._schema:
             return None
-        match = self._ddl_pattern.search(statement)
-        if not match:
-            return None
-        table = next(t for t in self._tables if t.lower() == match.group(2).lower())
-        return SchemaChange(table, statement[:200], end)
+        table = ddl_target(statement, self._tables)
+        return SchemaChange(table, statement[:200], end) if table else None
+
+
+_DDL = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE|DROP\s+TABLE|RENAME\s+TABLES?|"
+    r"TRUNCATE(?:\s+TABLE)?)\b(?P<rest>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+_NAME = re.compile(r"((?:`[^`]+`|\w+)(?:\.(?:`[^`]+`|\w+))?)")
+
+
+def ddl_target(statement: str, tables: Sequence[str]) -> str | None:
+    """The watched table a DDL statement changes, if any. TRUNCATE matters as much as ALTER:
+    it deletes rows without writing row events."""
+    match = _DDL.match(statement)
+    if not match:
+        return None
+    kind = match.group(1).split()[0].upper()
+    names = [n for n in _NAME.findall(match.group("rest")) if n.upper() not in {"IF", "EXISTS", "TO"}]
+    if kind in {"ALTER", "TRUNCATE"}:
+        names = names[:1]  # the rest of an ALTER names columns and indexes, not tables
+    watched = {t.lower(): t for t in tables}
+    for name in names:
+        bare = name.rsplit(".", 1)[-1].strip("`").lower()
+        if bare in watched:
+            return watched[bare]
+    return None
 
 
 def _text(value: Any) -> str:
