@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.errors import ConfigError, PreflightError
+from {{ cookiecutter.package_name }}.engine import embedded
+from {{ cookiecutter.package_name }}.engine.errors import ConfigError, FatalError, PreflightError
 from {{ cookiecutter.package_name }}.engine.introspect import describe_table
+from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.preflight import run_preflight
 from {{ cookiecutter.package_name }}.engine.source import connection
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .conftest import PASSWORD, PROJECT_ROOT
 from .helpers import run_source_sql
@@ -69,8 +73,35 @@ def test_a_user_without_replication_grants_fails_preflight(config, mariadb):
         CREATE USER IF NOT EXISTS 'reader'@'127.0.0.1' IDENTIFIED BY 'pw';
         GRANT SELECT ON `{config.source.database}`.* TO 'reader'@'127.0.0.1';
     """)
-    from dataclasses import replace
-
     reader = replace(config.source, user="reader", password="pw")
     with connection(reader) as conn, pytest.raises(PreflightError, match="REPLICATION SLAVE"):
         run_preflight(conn)
+
+
+def _customers() -> list[TableSpec]:
+    return [TableSpec("customers", "customers")]
+
+
+@pytest.mark.parametrize("ddl", ["ALTER TABLE customers ADD COLUMN nick VARCHAR(20)", "TRUNCATE TABLE customers"])
+def test_a_schema_change_stops_the_table_with_the_re_snapshot_command(spark, config, mariadb, ddl):
+    Pipeline(config, spark, "run-1").ingest(_customers())
+    before = spark.read.format("delta").load(config.table_path("silver", "customers")).count()
+    change = "UPDATE customers SET tier = 'gold' WHERE customer_id = 3"
+    run_source_sql(mariadb, config.source.database, f"{change};\n{ddl};")
+    with pytest.raises(FatalError, match="schema change.*TABLE=customers FULL_REFRESH=1"):
+        Pipeline(config, spark, "run-2").ingest(_customers())
+    assert spark.read.format("delta").load(config.table_path("silver", "customers")).count() == before
+
+
+def test_a_purged_binlog_position_names_the_re_snapshot_command(spark, config, mariadb):
+    Pipeline(config, spark, "run-1").ingest(_customers())
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 5;")
+    Pipeline(config, spark, "run-2").ingest(_customers())  # the checkpoint now sits in the current file
+    run_source_sql(mariadb, config.source.database, "FLUSH BINARY LOGS;\nUPDATE customers SET tier = 'silver';")
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        current = cur.fetchone()[0]
+        cur.execute(f"PURGE BINARY LOGS TO '{current}'")
+    with pytest.raises(FatalError, match="no longer on the source.*FULL_REFRESH=1"):
+        Pipeline(config, spark, "run-3").ingest(_customers())
+

@@ -138,6 +138,12 @@ class Pipeline:
                 f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
                 f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`"
             )
+        else:
+            lake_columns = [c for c in self.spark.read.format("delta").load(path).columns
+                            if c not in bronze.META_COLUMNS]
+            if lake_columns != list(schema.column_names):
+                raise _schema_changed(spec.name, f"source columns {list(schema.column_names)} differ "
+                                      f"from bronze columns {lake_columns}")
         if checkpoint.phase != "snapshot" or checkpoint.snapshot is None:
             return checkpoint
         pending = reading_order(checkpoint.snapshot.pending)
@@ -216,11 +222,8 @@ class Pipeline:
         if transaction.ddl is not None:
             capture = by_source.get(transaction.ddl.table)
             if capture is not None and transaction.end > capture.start:
-                raise FatalError(
-                    f"table {capture.spec.name}: schema change at {transaction.end} "
-                    f"({transaction.ddl.statement!r}) is not supported yet; re-snapshot with "
-                    f"`make ingest TABLE={capture.spec.name} FULL_REFRESH=1`"
-                )
+                raise _schema_changed(capture.spec.name,
+                                      f"{transaction.ddl.statement!r} at {transaction.end}")
         changes: dict[str, list[RowChange]] = {}
         for change in transaction.changes:
             capture = by_source.get(change.table)
@@ -250,6 +253,11 @@ class Pipeline:
         return [c for c in changes if id(c) not in stale]
 
     def _bronze_row(self, capture: _Capture, change: RowChange) -> tuple:
+        if len(change.values) != len(capture.schema.columns) or any(
+            name not in change.values for name in capture.schema.column_names
+        ):
+            raise _schema_changed(capture.spec.name, f"a row at {change.position} has columns "
+                                  f"{sorted(change.values)}")
         values = capture.convert(change.values)  # type: ignore[operator]
         return (
             *values,
@@ -293,3 +301,10 @@ class Pipeline:
             path = jvm.org.apache.hadoop.fs.Path(self.config.table_path(layer, name))
             path.getFileSystem(hadoop_conf).delete(path, True)
         log.info("%s: full refresh, dropped bronze and silver", name)
+
+
+def _schema_changed(table: str, detail: str) -> FatalError:
+    return FatalError(
+        f"table {table}: schema change ({detail}) is not supported yet; nothing was written past "
+        f"the last checkpoint; re-snapshot with `make ingest TABLE={table} FULL_REFRESH=1`"
+    )
