@@ -107,9 +107,12 @@ def _pipeline(config: ProjectConfig, invocation: str):
 
 
 def cmd_ingest(args, config, package, invocation, started) -> int:
+    from .locks import table_locks
+
     specs = _specs(args, package)
-    _, pipeline = _pipeline(config, invocation)
-    results = pipeline.ingest(specs, full_refresh=args.full_refresh)
+    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
+        _, pipeline = _pipeline(config, invocation)
+        results = pipeline.ingest(specs, full_refresh=args.full_refresh)
     for r in results:
         print(f"{r.table:<24} ok  snapshot rows {r.snapshot_rows:>8}  binlog rows {r.binlog_rows:>7}"
               f"  batch {r.batch:>4}  position {r.position or '-'}")
@@ -120,10 +123,12 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
 
 def cmd_dq(args, config, package, invocation, started) -> int:
     from .dq import run_checks
+    from .locks import table_locks
 
     specs = _specs(args, package)
-    spark, pipeline = _pipeline(config, invocation)
-    results = run_checks(config, spark, pipeline, specs)
+    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
+        spark, pipeline = _pipeline(config, invocation)
+        results = run_checks(config, spark, pipeline, specs)
     for result in results:
         print(f"{result.table:<24} {'PASS' if result.success else 'FAIL'}")
         for check in result.checks:

@@ -1,0 +1,36 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.errors import ConfigError
+from {{ cookiecutter.package_name }}.engine.locks import table_locks
+
+HOLD = """
+import sys, time
+from {{ cookiecutter.package_name }}.engine.locks import table_locks
+from pathlib import Path
+with table_locks(Path(sys.argv[1]), ["orders"]):
+    print("locked", flush=True)
+    time.sleep(30)
+"""
+
+
+def test_a_second_run_of_the_same_table_is_refused_while_the_first_holds_it(tmp_path):
+    project = Path(__file__).resolve().parents[2]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=project
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ConfigError, match=f"table orders is being ingested by another run \\(pid {holder.pid}\\)"):
+            with table_locks(tmp_path, ["customers", "orders"]):
+                pass
+        with table_locks(tmp_path, ["customers"]):
+            pass  # other tables stay free
+    finally:
+        holder.kill()
+        holder.wait()
+    with table_locks(tmp_path, ["orders"]):
+        pass  # a killed holder leaves no stale lock
