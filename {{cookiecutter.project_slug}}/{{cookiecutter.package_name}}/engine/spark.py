@@ -20,6 +20,7 @@ from .errors import ConfigError
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def delta_artifact() -> str:
@@ -55,6 +56,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest"):  # -> 
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
     )
     if config.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
