@@ -27,7 +27,7 @@ demo: setup ## generate a project, ingest the embedded MariaDB, change rows, ing
 test: setup ## run the template's tests (they generate projects and run their test suites)
 	$(PY) -m pytest
 
-lint: setup ## lint the template's own code and a freshly generated project
+lint: setup ## lint the template's own code (make test lints a freshly generated project)
 	$(PY) -m ruff check hooks tests
 
 clean: ## stop the demo source and remove build/ and .venv/

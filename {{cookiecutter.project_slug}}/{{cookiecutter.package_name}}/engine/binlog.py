@@ -77,7 +77,7 @@ class BinlogSource:
                 "host": self._profile.host,
                 "port": self._profile.port,
                 "user": self._profile.user,
-                "passwd": self._profile.password,
+                "password": self._profile.password,
                 "connect_timeout": self._profile.connect_timeout,
             },
             server_id=self._server_id,
