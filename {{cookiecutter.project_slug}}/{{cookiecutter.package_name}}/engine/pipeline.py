@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pymysql
@@ -54,11 +54,9 @@ class _Capture:
     schema: TableSchema
     checkpoint: Checkpoint
     start: BinlogPosition  # changes at or before this are already in bronze
-    locator: ChunkLocator | None
-    exactly_once: bool
-    convert: object = None
+    locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
+    convert: Callable[[dict], tuple]
     rows: list[tuple] = field(default_factory=list)
-    written: int = 0
 
 
 class Pipeline:
@@ -197,8 +195,7 @@ class Pipeline:
             if buffered >= self.config.defaults.flush_rows:
                 self._flush(captures, position, results)
                 buffered = 0
-                lag = time.monotonic() - started
-                log.info("binlog: at %s, %.0f s in", position, lag)
+                log.info("binlog: at %s of %s, %.0f s in", position, stop, time.monotonic() - started)
         self._flush(captures, max(position, start), results)
         return {name: c.checkpoint for name, c in captures.items()}
 
@@ -215,8 +212,7 @@ class Pipeline:
         locator = None
         if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
             locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
-        return _Capture(spec, schema, checkpoint, start, locator, delivery == "exactly_once",
-                        convert=row_converter(schema, "binlog"))
+        return _Capture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"))
 
     def _route(self, transaction: Transaction, by_source: dict[str, _Capture]) -> int:
         if transaction.ddl is not None:
@@ -258,7 +254,7 @@ class Pipeline:
         ):
             raise _schema_changed(capture.spec.name, f"a row at {change.position} has columns "
                                   f"{sorted(change.values)}")
-        values = capture.convert(change.values)  # type: ignore[operator]
+        values = capture.convert(change.values)
         return (
             *values,
             change.op,
