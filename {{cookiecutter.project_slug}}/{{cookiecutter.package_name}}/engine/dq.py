@@ -17,7 +17,7 @@ from . import bronze
 from .config import ProjectConfig
 from .errors import SourceUnavailableError
 from .introspect import describe_table
-from .pipeline import Pipeline
+from .pipeline import Pipeline, TablesFailed
 from .positions import BinlogPosition
 from .source import connection, qualified, query, start_consistent_snapshot
 from .tables import TableSpec
@@ -47,14 +47,19 @@ def count_source(config: ProjectConfig, specs: Sequence[TableSpec]) -> SourceCou
 
 def run_checks(config: ProjectConfig, spark: SparkSession, pipeline: Pipeline,
                specs: Sequence[TableSpec]) -> list:
-    from .quality import run_quality_checks  # Great Expectations is slow to import
+    """Check every table; a table that cannot be brought to the counted position fails its
+    check (with the reason) and the others are still checked."""
+    from .quality import CheckOutcome, QualityResult, run_quality_checks  # GX is slow to import
 
-    counts = _aligned_counts(config, spark, pipeline, specs)
+    counts, broken = _aligned_counts(config, spark, pipeline, specs)
+    results = [QualityResult(name, False, (CheckOutcome("silver at the counted source position", False,
+                                                        message),), None)
+               for name, message in broken.items()]
+    healthy = [s for s in specs if s.name not in broken]
     with connection(config.source) as conn:
         keys = {s.name: describe_table(conn, config.source.database, s.source_table, s.key).key
-                for s in specs}
-    results = []
-    for spec in specs:
+                for s in healthy}
+    for spec in healthy:
         silver = spark.read.format("delta").load(config.table_path("silver", spec.name))
         extra = list(spec.expectations()) if spec.expectations else []
         result = run_quality_checks(
@@ -69,19 +74,27 @@ def run_checks(config: ProjectConfig, spark: SparkSession, pipeline: Pipeline,
 
 
 def _aligned_counts(config: ProjectConfig, spark: SparkSession, pipeline: Pipeline,
-                    specs: Sequence[TableSpec]) -> SourceCounts:
+                    specs: Sequence[TableSpec]) -> tuple[SourceCounts, dict[str, str]]:
     """Count the source, then bring silver to exactly that position. If another run moved a
-    table past the counted position meanwhile, count again."""
+    table past the counted position meanwhile, count again. Returns the counts and the tables
+    that could not be brought there, with the reason."""
+    broken: dict[str, str] = {}
     for _ in range(ATTEMPTS):
-        counts = count_source(config, specs)
-        pipeline.ingest(specs, stop=counts.position, require_snapshot=True)
+        counts = count_source(config, [s for s in specs if s.name not in broken])
+        try:
+            pipeline.ingest([s for s in specs if s.name not in broken], stop=counts.position,
+                            require_snapshot=True)
+        except TablesFailed as failed:
+            broken.update({r.table: r.message for r in failed.failed})
+            continue  # count the healthy tables again, at one position
         ahead = [
             s.name for s in specs
-            if (cp := bronze.latest_checkpoint(spark, config.table_path("bronze", s.name)))
+            if s.name not in broken
+            and (cp := bronze.latest_checkpoint(spark, config.table_path("bronze", s.name)))
             and cp.position is not None and cp.position > counts.position
         ]
         if not ahead:
-            return counts
+            return counts, broken
         log.info("tables %s moved past %s while counting; counting again", ahead, counts.position)
     raise SourceUnavailableError(
         "silver kept moving past the counted source position (is another ingest running?): "

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 
 class IngestError(Exception):
-    """Root of every error the engine raises on purpose."""
+    """Root of every error the engine raises on purpose.
+
+    ``table`` names the table at fault when there is one: a run records the error against that
+    table and goes on with the others (one table's failure never stops the rest).
+    """
 
     exit_code = 1
     category = "error"
+
+    def __init__(self, message: str, *, table: str | None = None):
+        super().__init__(message)
+        self.table = table
 
 
 class ConfigError(IngestError):

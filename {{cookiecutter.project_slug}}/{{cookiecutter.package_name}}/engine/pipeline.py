@@ -3,67 +3,93 @@
 One run is bounded: the binlog is read up to the position current when the run started (or a
 given stop position, which the quality checks use to compare silver with the source at one
 exact position). Progress is committed with the rows, so a killed run resumes where it stopped.
+One table's failure never stops the others: each is recorded on its result, the rest go on, and
+the run ends with ``TablesFailed`` naming every failed table.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pymysql
 from pyspark.sql import SparkSession
 
 from . import bronze, silver
-from .binlog import BinlogSource, RowChange, Transaction
+from .capture import CatchUp, RetryPolicy, TableCapture, as_table_error, new_capture, schema_changed
 from .checkpoint import Checkpoint, SnapshotProgress
-from .chunking import ChunkLocator, SortKeys, plan_chunks, reading_order
+from .chunking import plan_chunks, reading_order
 from .config import ProjectConfig
-from .errors import ConfigError, FatalError
+from .errors import ConfigError, FatalError, IngestError
 from .introspect import TableSchema, describe_table
-from .positions import BinlogPosition, sequence
+from .positions import BinlogPosition
 from .preflight import run_preflight
 from .snapshot import snapshot_batch
 from .source import connect, current_position
 from .tables import TableSpec
-from .typemap import row_converter, spark_schema
+from .typemap import spark_schema
 
 log = logging.getLogger(__name__)
+
+Status = Literal["success", "error"]
 
 
 @dataclass
 class TableResult:
     table: str
-    status: str = "success"
+    status: Status = "success"
     snapshot_rows: int = 0
     binlog_rows: int = 0
     batch: int = 0
     position: str | None = None
     seconds: float = 0.0
     message: str = ""
+    category: str = ""
+
+
+class TablesFailed(FatalError):
+    """Some tables failed; the others finished. ``results`` holds every table's result."""
+
+    def __init__(self, results: Sequence[TableResult]):
+        failed = [r for r in results if r.status != "success"]
+        super().__init__(f"{len(failed)} of {len(results)} table(s) failed: "
+                         + "; ".join(r.message for r in failed))
+        self.results = list(results)
+        self.failed = failed
 
 
 @dataclass
-class _Capture:
-    """Binlog-phase state of one table during a catch-up."""
+class _Table:
+    """One table's way through a run."""
 
     spec: TableSpec
-    schema: TableSchema
-    checkpoint: Checkpoint
-    start: BinlogPosition  # changes at or before this are already in bronze
-    locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
-    convert: Callable[[dict], tuple]
-    rows: list[tuple] = field(default_factory=list)
+    result: TableResult
+    schema: TableSchema | None = None
+    checkpoint: Checkpoint | None = None
+    error: IngestError | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = as_table_error(exc, self.spec.name)
+        self.result.status = "error"
+        self.result.message = str(self.error)
+        self.result.category = self.error.category
+        log.error("%s: %s", self.spec.name, self.error)
 
 
 class Pipeline:
-    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str):
+    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str,
+                 retry: RetryPolicy | None = None):
         self.config = config
         self.spark = spark
         self.run_id = run_id
+        self.retry = retry or RetryPolicy()
 
     # -- public -----------------------------------------------------------------------
 
@@ -75,41 +101,36 @@ class Pipeline:
         stop: BinlogPosition | None = None,
         require_snapshot: bool = False,
     ) -> list[TableResult]:
+        """Ingest every table; raises ``TablesFailed`` after the others finished when any failed."""
+        tables = [_Table(s, TableResult(s.name)) for s in specs]
         conn = connect(self.config.source)
         try:
             run_preflight(conn)
-            results = {s.name: TableResult(s.name) for s in specs}
-            schemas = {s.name: describe_table(conn, self.config.source.database, s.source_table, s.key)
-                       for s in specs}
-            checkpoints: dict[str, Checkpoint] = {}
-            for spec in specs:
+            for table in tables:
                 started = time.monotonic()
-                if full_refresh:
-                    self._drop_lake_tables(spec.name)
-                checkpoint = self._snapshot(conn, spec, schemas[spec.name], results[spec.name],
-                                            require_snapshot)
-                checkpoints[spec.name] = checkpoint
-                results[spec.name].seconds += time.monotonic() - started
+                try:
+                    table.schema = describe_table(conn, self.config.source.database,
+                                                  table.spec.source_table, table.spec.key)
+                    if full_refresh:
+                        self._drop_lake_tables(table.spec.name)
+                    table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
+                                                      require_snapshot)
+                except Exception as exc:  # recorded against this table; the others go on
+                    table.fail(exc)
+                table.result.seconds += time.monotonic() - started
             stop = stop or current_position(conn)
             started = time.monotonic()
-            checkpoints = self._catch_up(conn, specs, schemas, checkpoints, stop, results)
-            for spec in specs:
-                silver.apply(
-                    self.spark,
-                    bronze_path=self.config.table_path("bronze", spec.name),
-                    silver_path=self.config.table_path("silver", spec.name),
-                    key=schemas[spec.name].key,
-                    upto_batch=checkpoints[spec.name].batch,
-                    transform=spec.transform,
-                )
-                result = results[spec.name]
-                result.batch = checkpoints[spec.name].batch
-                position = checkpoints[spec.name].position
-                result.position = str(position) if position else None
-                result.seconds += (time.monotonic() - started) / len(specs)
-            return list(results.values())
+            self._catch_up(conn, [t for t in tables if t.ok], stop)
+            for table in tables:
+                if table.ok:
+                    self._merge_silver(table)
+                table.result.seconds += (time.monotonic() - started) / len(tables)
         finally:
             conn.close()
+        results = [t.result for t in tables]
+        if any(not t.ok for t in tables):
+            raise TablesFailed(results)
+        return results
 
     # -- snapshot ---------------------------------------------------------------------
 
@@ -125,7 +146,8 @@ class Pipeline:
         checkpoint = bronze.latest_checkpoint(self.spark, path)
         if checkpoint is None:
             if require_snapshot:
-                raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`")
+                raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`",
+                                  table=spec.name)
             chunk_size = spec.chunk_size or self.config.defaults.chunk_size
             chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
             log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size)
@@ -134,14 +156,10 @@ class Pipeline:
         elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
             raise FatalError(
                 f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
-                f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`"
+                f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name,
             )
         else:
-            lake_columns = [c for c in self.spark.read.format("delta").load(path).columns
-                            if c not in bronze.META_COLUMNS]
-            if lake_columns != list(schema.column_names):
-                raise _schema_changed(spec.name, f"source columns {list(schema.column_names)} differ "
-                                      f"from bronze columns {lake_columns}")
+            self._check_lake_schema(spec.name, schema, path)
         if checkpoint.phase != "snapshot" or checkpoint.snapshot is None:
             return checkpoint
         pending = reading_order(checkpoint.snapshot.pending)
@@ -165,130 +183,63 @@ class Pipeline:
                      result.snapshot_rows / elapsed)
         return checkpoint
 
-    # -- binlog -----------------------------------------------------------------------
+    def _check_lake_schema(self, name: str, schema: TableSchema, path: str) -> None:
+        """Stop before writing when the source table no longer has bronze's columns and types: a
+        changed type would otherwise surface as a Delta merge error deep inside a write."""
+        lake = [f for f in self.spark.read.format("delta").load(path).schema.fields
+                if f.name not in bronze.META_COLUMNS]
+        source = spark_schema(schema).fields
+        if [f.name for f in lake] != [f.name for f in source]:
+            raise schema_changed(name, f"source columns {[f.name for f in source]} differ from bronze "
+                                 f"columns {[f.name for f in lake]}")
+        for was, now in zip(lake, source, strict=True):
+            if was.dataType != now.dataType:
+                column = schema.column(now.name)
+                raise schema_changed(name, f"column {now.name} is now {column.column_type} "
+                                     f"({now.dataType.simpleString()}), bronze has {was.dataType.simpleString()}")
 
-    def _catch_up(
-        self,
-        conn: pymysql.connections.Connection,
-        specs: Sequence[TableSpec],
-        schemas: dict[str, TableSchema],
-        checkpoints: dict[str, Checkpoint],
-        stop: BinlogPosition,
-        results: dict[str, TableResult],
-    ) -> dict[str, Checkpoint]:
-        captures = {s.name: self._capture(conn, s, schemas[s.name], checkpoints[s.name]) for s in specs}
-        by_source = {c.schema.table: c for c in captures.values()}
-        start = min(c.start for c in captures.values())
-        if start >= stop:
-            return {name: c.checkpoint for name, c in captures.items()}
-        source = BinlogSource(
-            self.config.source, self._server_id(), self.config.source.database,
-            {c.schema.table: c.schema.key for c in captures.values()},
-        )
-        log.info("binlog: reading %s .. %s", start, stop)
-        position = start
-        buffered = 0
-        started = time.monotonic()
-        for transaction in source.transactions(start, stop):
-            buffered += self._route(transaction, by_source)
-            position = transaction.end
-            if buffered >= self.config.defaults.flush_rows:
-                self._flush(captures, position, results)
-                buffered = 0
-                log.info("binlog: at %s of %s, %.0f s in", position, stop, time.monotonic() - started)
-        self._flush(captures, max(position, start), results)
-        return {name: c.checkpoint for name, c in captures.items()}
+    # -- binlog and silver -----------------------------------------------------------
 
-    def _capture(self, conn: pymysql.connections.Connection, spec: TableSpec,
-                 schema: TableSchema, checkpoint: Checkpoint) -> _Capture:
-        delivery = spec.delivery or self.config.defaults.delivery
-        progress = checkpoint.snapshot
-        if checkpoint.position is not None:
-            start = checkpoint.position
-        elif progress is not None and progress.done:
-            start = progress.low_watermark
-        else:
-            raise FatalError(f"table {spec.name}: checkpoint has neither a position nor chunks")
-        locator = None
-        if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
-            locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
-        return _Capture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"))
-
-    def _route(self, transaction: Transaction, by_source: dict[str, _Capture]) -> int:
-        if transaction.ddl is not None:
-            capture = by_source.get(transaction.ddl.table)
-            if capture is not None and transaction.end > capture.start:
-                raise _schema_changed(capture.spec.name,
-                                      f"{transaction.ddl.statement!r} at {transaction.end}")
-        changes: dict[str, list[RowChange]] = {}
-        for change in transaction.changes:
-            capture = by_source.get(change.table)
-            if capture is not None and change.position > capture.start:
-                changes.setdefault(change.table, []).append(change)
-        added = 0
-        for table, rows in changes.items():
-            capture = by_source[table]
-            for change in self._after_watermarks(capture, rows):
-                capture.rows.append(self._bronze_row(capture, change))
-                added += 1
-        return added
-
-    @staticmethod
-    def _after_watermarks(capture: _Capture, changes: list[RowChange]) -> list[RowChange]:
-        """Exactly-once: drop a change its chunk's snapshot read already contains."""
-        progress = capture.checkpoint.snapshot
-        if capture.locator is None or progress is None:
-            return changes
-        window = [c for c in changes if c.position <= progress.high_watermark]
-        if not window:
-            return changes
-        keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
-        chunks = capture.locator.locate(keys)
-        stale = {id(c) for c, chunk in zip(window, chunks, strict=True)
-                 if c.position <= progress.done[chunk.index]}
-        return [c for c in changes if id(c) not in stale]
-
-    def _bronze_row(self, capture: _Capture, change: RowChange) -> tuple:
-        if len(change.values) != len(capture.schema.columns) or any(
-            name not in change.values for name in capture.schema.column_names
-        ):
-            raise _schema_changed(capture.spec.name, f"a row at {change.position} has columns "
-                                  f"{sorted(change.values)}")
-        values = capture.convert(change.values)
-        return (
-            *values,
-            change.op,
-            sequence(change.position, change.row_index),
-            change.position.file,
-            change.position.offset,
-            dt.datetime.fromtimestamp(change.timestamp, dt.UTC),
-            dt.datetime.now(dt.UTC),
-            self.run_id,
-            capture.checkpoint.batch + 1,
-        )
-
-    def _flush(self, captures: dict[str, _Capture], position: BinlogPosition,
-               results: dict[str, TableResult]) -> None:
-        for name, capture in captures.items():
-            if position <= capture.start and not capture.rows:
+    def _catch_up(self, conn: pymysql.connections.Connection, tables: Sequence[_Table],
+                  stop: BinlogPosition) -> None:
+        delivery = self.config.defaults.delivery
+        captures: dict[str, TableCapture] = {}
+        for table in tables:
+            assert table.schema is not None and table.checkpoint is not None
+            try:
+                captures[table.spec.name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
+                                                        table.spec.delivery or delivery)
+            except Exception as exc:
+                table.fail(exc)
+        CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop)
+        for table in tables:
+            capture = captures.get(table.spec.name)
+            if capture is None:
                 continue
-            target = max(position, capture.start)
-            checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
-            schema = bronze.bronze_schema(spark_schema(capture.schema))
-            frame = self.spark.createDataFrame(capture.rows, schema)
-            bronze.append(frame, self.config.table_path("bronze", name), checkpoint)
-            results[name].binlog_rows += len(capture.rows)
-            capture.checkpoint = checkpoint
-            capture.start = target
-            capture.rows = []
-            if capture.locator is not None and checkpoint.snapshot is None:
-                capture.locator = None
+            table.checkpoint = capture.checkpoint
+            table.result.binlog_rows += capture.binlog_rows
+            if capture.failure is not None:
+                table.fail(capture.failure)
+
+    def _merge_silver(self, table: _Table) -> None:
+        assert table.schema is not None and table.checkpoint is not None
+        try:
+            silver.apply(
+                self.spark,
+                bronze_path=self.config.table_path("bronze", table.spec.name),
+                silver_path=self.config.table_path("silver", table.spec.name),
+                key=table.schema.key,
+                upto_batch=table.checkpoint.batch,
+                transform=table.spec.transform,
+            )
+        except Exception as exc:
+            table.fail(exc)
+            return
+        table.result.batch = table.checkpoint.batch
+        position = table.checkpoint.position
+        table.result.position = str(position) if position else None
 
     # -- helpers ----------------------------------------------------------------------
-
-    def _server_id(self) -> int:
-        low, high = self.config.server_ids
-        return low + os.getpid() % (high - low + 1)
 
     def _drop_lake_tables(self, name: str) -> None:
         jvm = self.spark._jvm  # Hadoop FileSystem works for local paths and s3a:// alike
@@ -298,9 +249,3 @@ class Pipeline:
             path.getFileSystem(hadoop_conf).delete(path, True)
         log.info("%s: full refresh, dropped bronze and silver", name)
 
-
-def _schema_changed(table: str, detail: str) -> FatalError:
-    return FatalError(
-        f"table {table}: schema change ({detail}) is not supported yet; nothing was written past "
-        f"the last checkpoint; re-snapshot with `make ingest TABLE={table} FULL_REFRESH=1`"
-    )

@@ -1,0 +1,277 @@
+"""The binlog phase: one reader for every selected table, committed per table to bronze.
+
+Each table keeps its own position. A table whose changes cannot be known (DDL, statement-logged
+DML, incomplete row images, a column mismatch, a failed commit) is stopped on its own: its
+buffered rows are dropped uncommitted, so its checkpoint stays at the last good commit, and the
+other tables go on. A lost connection is retried with backoff from the last transaction read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pymysql
+from pyspark.sql import SparkSession
+
+from . import bronze
+from .binlog import BinlogSource, RowChange, Transaction
+from .checkpoint import Checkpoint
+from .chunking import ChunkLocator, SortKeys
+from .config import ProjectConfig
+from .errors import FatalError, IngestError, SourceUnavailableError
+from .introspect import TableSchema
+from .positions import BinlogPosition, sequence
+from .prefetch import Prefetcher
+from .source import query
+from .tables import TableSpec
+from .typemap import row_converter, spark_schema
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the binlog reader survives a dropped connection or a server that stops answering."""
+
+    attempts: int = 5
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    read_timeout_s: float = 60.0
+
+    def backoff(self, attempt: int) -> float:
+        return min(self.max_backoff_s, self.first_backoff_s * 2 ** (attempt - 1))
+
+
+@dataclass
+class TableCapture:
+    """Binlog-phase state of one table during a catch-up."""
+
+    spec: TableSpec
+    schema: TableSchema
+    checkpoint: Checkpoint
+    start: BinlogPosition  # changes at or before this are already in bronze
+    locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
+    convert: Callable[[dict], tuple]
+    rows: list[tuple] = field(default_factory=list)
+    failure: IngestError | None = None
+    binlog_rows: int = 0
+
+
+def table_stopped(table: str, detail: str) -> FatalError:
+    return FatalError(
+        f"table {table}: {detail}; nothing was written past the last checkpoint; re-snapshot with "
+        f"`make ingest TABLE={table} FULL_REFRESH=1`",
+        table=table,
+    )
+
+
+def schema_changed(table: str, detail: str) -> FatalError:
+    return table_stopped(table, f"schema change ({detail}) is not supported yet")
+
+
+def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
+                checkpoint: Checkpoint, delivery: str) -> TableCapture:
+    progress = checkpoint.snapshot
+    if checkpoint.position is not None:
+        start = checkpoint.position
+    elif progress is not None and progress.done:
+        start = progress.low_watermark
+    else:
+        raise FatalError(f"table {spec.name}: checkpoint has neither a position nor chunks", table=spec.name)
+    locator = None
+    if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
+        locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
+    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"))
+
+
+def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[RowChange]:
+    """Exactly-once: drop a change its chunk's snapshot read already contains (a change at or
+    before the high watermark of the chunk its key falls in)."""
+    progress = capture.checkpoint.snapshot
+    if capture.locator is None or progress is None:
+        return changes
+    window = [c for c in changes if c.position <= progress.high_watermark]
+    if not window:
+        return changes
+    keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
+    chunks = capture.locator.locate(keys)
+    stale = {id(c) for c, chunk in zip(window, chunks, strict=True)
+             if c.position <= progress.done[chunk.index]}
+    return [c for c in changes if id(c) not in stale]
+
+
+def purged_tables(conn: pymysql.connections.Connection, captures: Sequence[TableCapture]) -> list[TableCapture]:
+    """Tables whose resume position lies in a binlog file the server no longer has."""
+    try:
+        files = {str(row[0]) for row in query(conn, "SHOW BINARY LOGS")}
+    except pymysql.err.MySQLError:
+        return []  # no privilege to list them: the reader reports a purged position itself
+    return [c for c in captures if c.start.file not in files]
+
+
+class CatchUp:
+    """Reads the binlog from the lowest table position to ``stop`` and commits each table."""
+
+    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy):
+        self.config = config
+        self.spark = spark
+        self.run_id = run_id
+        self.retry = retry
+
+    def run(self, conn: pymysql.connections.Connection, captures: Sequence[TableCapture],
+            stop: BinlogPosition) -> None:
+        """Catch every capture up to ``stop``; failures are recorded on the capture."""
+        for capture in purged_tables(conn, captures):
+            self._fail(capture, table_stopped(
+                capture.spec.name, f"its binlog position {capture.start} is no longer on the source "
+                "(purged)"))
+        active = [c for c in captures if c.failure is None]
+        if not active:
+            return
+        start = min(c.start for c in active)
+        if start >= stop:
+            return
+        by_source = {c.schema.table: c for c in active}
+        source = BinlogSource(
+            self.config.source, self._server_id(), self.config.source.database,
+            {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
+        )
+        log.info("binlog: reading %s .. %s", start, stop)
+        position = start
+        buffered = 0
+        started = time.monotonic()
+        try:
+            for transaction in self._transactions(source, start, stop):
+                buffered += self._route(transaction, by_source)
+                position = transaction.end
+                if buffered >= self.config.defaults.flush_rows:
+                    self._flush(by_source, position)
+                    buffered = 0
+                    log.info("binlog: at %s of %s, %.0f s in", position, stop, time.monotonic() - started)
+        except IngestError as exc:
+            # The stream itself failed (after retries): every table it served stops here, with
+            # what was read so far committed, since each transaction routed so far is complete.
+            self._flush(by_source, position)
+            for capture in by_source.values():
+                if capture.failure is None:
+                    self._fail(capture, exc)
+            return
+        self._flush(by_source, max(position, start))
+
+    def _transactions(self, source: BinlogSource, start: BinlogPosition,
+                      stop: BinlogPosition) -> Iterator[Transaction]:
+        """Transactions in ``(start, stop]``, reconnecting with backoff from the last one read."""
+        position = start
+        attempt = 0
+        while True:
+            try:
+                reader = Prefetcher(source.transactions(position, stop),
+                                    weight=lambda tx: len(tx.changes) + 1,
+                                    join_timeout=self.retry.read_timeout_s + 5)
+                for transaction in reader:
+                    attempt = 0
+                    position = transaction.end
+                    yield transaction
+                return
+            except SourceUnavailableError as exc:
+                attempt += 1
+                if attempt >= self.retry.attempts:
+                    raise
+                pause = self.retry.backoff(attempt)
+                log.warning("binlog: %s; retry %d/%d from %s in %.1f s", exc, attempt,
+                            self.retry.attempts - 1, position, pause)
+                time.sleep(pause)
+
+    def _route(self, transaction: Transaction, by_source: dict[str, TableCapture]) -> int:
+        for change in transaction.schema_changes:
+            capture = by_source.get(change.table)
+            if capture is not None and capture.failure is None and transaction.end > capture.start:
+                self._fail(capture, schema_changed(capture.spec.name, f"{change.statement!r} at {change.position}"))
+        for problem in transaction.problems:
+            capture = by_source.get(problem.table)
+            if capture is not None and capture.failure is None and problem.position > capture.start:
+                self._fail(capture, table_stopped(capture.spec.name, f"{problem.reason} at {problem.position}"))
+        changes: dict[str, list[RowChange]] = {}
+        for change in transaction.changes:
+            capture = by_source.get(change.table)
+            if capture is not None and capture.failure is None and change.position > capture.start:
+                changes.setdefault(change.table, []).append(change)
+        added = 0
+        for table, rows in changes.items():
+            capture = by_source[table]
+            try:
+                new_rows = [self._bronze_row(capture, change) for change in after_watermarks(capture, rows)]
+            except IngestError as exc:
+                self._fail(capture, exc)
+                continue
+            capture.rows.extend(new_rows)
+            added += len(new_rows)
+        return added
+
+    def _bronze_row(self, capture: TableCapture, change: RowChange) -> tuple:
+        if len(change.values) != len(capture.schema.columns) or any(
+            name not in change.values for name in capture.schema.column_names
+        ):
+            raise schema_changed(capture.spec.name, f"a row at {change.position} has columns "
+                                 f"{sorted(change.values)}")
+        values = capture.convert(change.values)
+        return (
+            *values,
+            change.op,
+            sequence(change.position, change.row_index),
+            change.position.file,
+            change.position.offset,
+            dt.datetime.fromtimestamp(change.timestamp, dt.UTC),
+            dt.datetime.now(dt.UTC),
+            self.run_id,
+            capture.checkpoint.batch + 1,
+        )
+
+    def _flush(self, by_source: dict[str, TableCapture], position: BinlogPosition) -> None:
+        for capture in by_source.values():
+            if capture.failure is not None or (position <= capture.start and not capture.rows):
+                continue
+            target = max(position, capture.start)
+            checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
+            try:
+                schema = bronze.bronze_schema(spark_schema(capture.schema))
+                frame = self.spark.createDataFrame(capture.rows, schema)
+                bronze.append(frame, self.config.table_path("bronze", capture.spec.name), checkpoint)
+            except Exception as exc:  # one table's failed commit never stops the others
+                self._fail(capture, as_table_error(exc, capture.spec.name))
+                continue
+            capture.binlog_rows += len(capture.rows)
+            capture.checkpoint = checkpoint
+            capture.start = target
+            capture.rows = []
+            if capture.locator is not None and checkpoint.snapshot is None:
+                capture.locator = None
+
+    @staticmethod
+    def _fail(capture: TableCapture, error: IngestError) -> None:
+        log.error("%s: stopped: %s", capture.spec.name, error)
+        capture.failure = error
+        capture.rows = []  # uncommitted: the checkpoint stays at the last good commit
+
+    def _server_id(self) -> int:
+        low, high = self.config.server_ids
+        return low + os.getpid() % (high - low + 1)
+
+
+def as_table_error(exc: BaseException, table: str) -> IngestError:
+    """An error to record against ``table``: engine errors as they are, anything else as one line
+    (its details go to the log)."""
+    if isinstance(exc, IngestError):
+        if exc.table is None:
+            exc.table = table
+        return exc
+    log.error("%s: unexpected error", table, exc_info=exc)
+    text = str(exc).strip().splitlines()
+    first = text[0][:300] if text else ""
+    return FatalError(f"table {table}: {type(exc).__name__}: {first}; details in target/lakehouse.log",
+                      table=table)
