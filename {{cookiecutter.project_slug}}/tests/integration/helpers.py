@@ -6,12 +6,15 @@ import datetime as dt
 import struct
 from typing import Any
 
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
 from {{ cookiecutter.package_name }}.engine import embedded
 from {{ cookiecutter.package_name }}.engine.config import ProjectConfig
 from {{ cookiecutter.package_name }}.engine.introspect import TableSchema, describe_table
 from {{ cookiecutter.package_name }}.engine.source import connection, qualified, query, quote_ident
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
-from {{ cookiecutter.package_name }}.engine.typemap import row_converter
+from {{ cookiecutter.package_name }}.engine.typemap import row_converter, select_list, spark_schema
 
 DEMO_TABLES = ("customers", "products", "orders", "order_items")
 
@@ -40,9 +43,8 @@ def _normal_row(row: tuple, schema: TableSchema) -> tuple:
 def source_rows(config: ProjectConfig, table: str) -> set[tuple]:
     schema = table_schema(config, table)
     convert = row_converter(schema, "select")
-    columns = ", ".join(quote_ident(c) for c in schema.column_names)
     with connection(config.source) as conn:
-        rows = query(conn, f"SELECT {columns} FROM {qualified(config.source.database, table)}")
+        rows = query(conn, f"SELECT {select_list(schema)} FROM {qualified(config.source.database, table)}")
     return {_normal_row(convert(r), schema) for r in rows}
 
 
@@ -72,3 +74,64 @@ def bronze_duplicate_changes(spark, config: ProjectConfig, table: str) -> int:
 
 def run_source_sql(server: embedded.EmbeddedServer, database: str, sql: str) -> None:
     embedded.run_sql(server, embedded.split_sql(sql), database)
+
+
+# --- exact, key-addressed comparisons (full_types) -------------------------------------------
+# ``source_rows``/``silver_rows`` above read the source with a plain column list (FLOAT comes back
+# with 6 significant digits) and put values in sets (Spark returns BinaryType as unhashable
+# bytearray). These read the source the way the snapshot does and key rows by their primary key.
+
+
+def _canonical(value: Any) -> Any:
+    """One comparable form: bytes for binary values, UTC microseconds for instants, so that the
+    Python process's TZ (Spark hands TimestampType back in local time) never matters."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return value
+
+
+def exact_source_rows_by_key(config: ProjectConfig, table: str) -> dict[tuple, dict[str, Any]]:
+    """The source's rows in the canonical form, read with the snapshot's column expressions."""
+    schema = table_schema(config, table)
+    convert = row_converter(schema, "select")
+    with connection(config.source) as conn:
+        rows = query(conn, f"SELECT {select_list(schema)} FROM {qualified(config.source.database, table)}")
+    return _by_key(schema, (convert(r) for r in rows))
+
+
+def silver_rows_by_key(spark, config: ProjectConfig, table: str) -> dict[tuple, dict[str, Any]]:
+    """Silver's rows in the canonical form; TIMESTAMP columns are read as UTC microseconds."""
+    schema = table_schema(config, table)
+    frame = spark.read.format("delta").load(config.table_path("silver", table))
+    columns = [
+        F.unix_micros(F.col(quote_ident(f.name))).alias(f.name)
+        if isinstance(f.dataType, T.TimestampType) else F.col(quote_ident(f.name))
+        for f in spark_schema(schema).fields
+    ]
+    return _by_key(schema, (tuple(r) for r in frame.select(*columns).collect()))
+
+
+def _by_key(schema: TableSchema, rows) -> dict[tuple, dict[str, Any]]:
+    keyed: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        values = dict(zip(schema.column_names, (_canonical(v) for v in row), strict=True))
+        keyed[tuple(values[k] for k in schema.key)] = values
+    return keyed
+
+
+def assert_silver_equals_exact_source(spark, config: ProjectConfig, table: str) -> None:
+    """Silver holds exactly the source's keys, and each row value by value (the first
+    differences are named column by column)."""
+    source, silver = exact_source_rows_by_key(config, table), silver_rows_by_key(spark, config, table)
+    only_source, only_silver = sorted(set(source) - set(silver)), sorted(set(silver) - set(source))
+    assert not only_source and not only_silver, f"{table}: only in source {only_source[:5]}, silver {only_silver[:5]}"
+    differences = [
+        (key, name, source[key][name], silver[key][name])
+        for key in sorted(source)
+        for name in source[key]
+        if source[key][name] != silver[key][name]
+    ]
+    assert not differences, f"{table}: {len(differences)} differ (key, column, source, silver): {differences[:8]}"

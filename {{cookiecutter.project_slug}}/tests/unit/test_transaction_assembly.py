@@ -58,7 +58,7 @@ def rows(cls, pos: int, table: str, images: list[dict], *, columns: int = 2, sch
 
 
 def insert(pos: int, table: str, *ids: int, **kw):
-    return rows(WriteRowsEvent, pos, table, [{"values": {"id": i, "v": "x"}} for i in ids], **kw)
+    return rows(WriteRowsEvent, pos, table, [{"values": {"id": i, "v": "x"}, "none_sources": {}} for i in ids], **kw)
 
 
 class FakeStream:
@@ -126,8 +126,10 @@ def test_a_reconnect_between_transactions_is_harmless():
 
 def test_a_key_changing_update_becomes_a_delete_of_the_old_key_and_an_update():
     update = rows(UpdateRowsEvent, 200, "orders", [
-        {"before_values": {"id": 1, "v": "a"}, "after_values": {"id": 9, "v": "a"}},
-        {"before_values": {"id": 2, "v": "a"}, "after_values": {"id": 2, "v": "b"}},
+        {"before_values": {"id": 1, "v": "a"}, "after_values": {"id": 9, "v": "a"},
+         "before_none_sources": {}, "after_none_sources": {}},
+        {"before_values": {"id": 2, "v": "a"}, "after_values": {"id": 2, "v": "b"},
+         "before_none_sources": {}, "after_none_sources": {}},
     ])
     (tx,) = assemble([rotate(), gtid(100, 1), update, xid(300)])
     assert [(c.op, c.values["id"], c.row_index) for c in tx.changes] == [("d", 1, 1), ("u", 9, 2), ("u", 2, 3)]

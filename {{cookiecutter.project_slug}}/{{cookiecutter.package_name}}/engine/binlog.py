@@ -38,6 +38,7 @@ from .config import SourceProfile
 from .errors import FatalError, SourceUnavailableError
 from .positions import BinlogPosition
 from .statements import Kind, TableName, classify
+from .typemap import binlog_values
 
 Op = Literal["c", "u", "d"]
 PURGED_OR_MISSING = 1236
@@ -256,7 +257,8 @@ class BinlogSource:
         index = 0
         for row in event.rows:
             if isinstance(event, UpdateRowsEvent):
-                before, after = row["before_values"], row["after_values"]
+                before = binlog_values(row["before_values"], row["before_none_sources"])
+                after = binlog_values(row["after_values"], row["after_none_sources"])
                 if any(before[k] != after[k] for k in self._keys[table]):
                     index += 1
                     tx.changes.append(RowChange(table, "d", before, end, index, ts))
@@ -265,7 +267,8 @@ class BinlogSource:
             else:
                 index += 1
                 op: Op = "c" if isinstance(event, WriteRowsEvent) else "d"
-                tx.changes.append(RowChange(table, op, row["values"], end, index, ts))
+                values = binlog_values(row["values"], row["none_sources"])
+                tx.changes.append(RowChange(table, op, values, end, index, ts))
 
 
 def _text(value: Any) -> str:

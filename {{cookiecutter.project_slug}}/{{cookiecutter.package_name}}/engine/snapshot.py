@@ -27,8 +27,8 @@ from .chunking import Chunk, chunk_predicate
 from .config import SourceProfile
 from .introspect import TableSchema
 from .positions import BinlogPosition, sequence
-from .source import connection, qualified, quote_ident, start_consistent_snapshot
-from .typemap import row_converter, spark_schema
+from .source import connection, qualified, start_consistent_snapshot
+from .typemap import row_converter, select_list, spark_schema
 
 MARKER_OP = "w"
 CHUNK_COLUMN = "_chunk"
@@ -54,7 +54,7 @@ def read_chunks(tasks: Iterable[ChunkTask]) -> Iterator[tuple]:
 def _read_chunk(task: ChunkTask) -> Iterator[tuple]:
     table = task.table
     convert = row_converter(table, "select")
-    columns = ", ".join(quote_ident(c) for c in table.column_names)
+    columns = select_list(table)  # FLOAT widened to DOUBLE: exact, like the binlog's float32
     where, args = chunk_predicate(table.key, task.chunk)
     sql = f"SELECT {columns} FROM {qualified(table.schema, table.table)} WHERE {where}"
     now = dt.datetime.now(dt.UTC)
