@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.config import load_project, render_env_vars
+from {{ cookiecutter.package_name }}.engine.config import load_project, peek_target_dir, render_env_vars
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -63,4 +63,22 @@ def test_relative_lake_roots_are_anchored_at_the_project_and_urls_are_kept(tmp_p
     assert load_project(root, env={}).lake_root == str(tmp_path.resolve() / "lake")
     root = _write(tmp_path, "profile: p\nlake_root: s3a://bucket/lake\n", PROFILES)
     assert load_project(root, env={}).table_path("silver", "t") == "s3a://bucket/lake/silver/t"
+
+
+def test_bad_yaml_is_one_line_naming_the_file_line_and_column(tmp_path):
+    root = _write(tmp_path, "profile: p\nlake_root: [lake\ndefaults: {}\n", PROFILES)
+    with pytest.raises(ConfigError) as raised:
+        load_project(root, env={})
+    assert str(raised.value) == (
+        f"{root / 'lakehouse_project.yml'} is not valid YAML: while parsing a flow sequence "
+        "expected ',' or ']', but got ':' (line 3, column 9)"
+    )
+
+
+def test_the_target_folder_is_found_even_when_the_configuration_is_broken(tmp_path):
+    assert peek_target_dir(tmp_path) is None  # no project here: nothing may be written
+    _write(tmp_path, "profile: p\ntarget_dir: build/out\nlake_root: lake\n", "not: [yaml\n")
+    assert peek_target_dir(tmp_path) == tmp_path / "build" / "out"  # only profiles.yml is broken
+    _write(tmp_path, "profile: p\ntarget_dir: build/out\nlake_root: [\n", PROFILES)
+    assert peek_target_dir(tmp_path) == tmp_path / "target"  # the project file itself is broken
 {% endraw %}

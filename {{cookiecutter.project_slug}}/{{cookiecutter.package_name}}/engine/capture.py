@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pymysql
 from pyspark.sql import SparkSession
 
-from . import bronze
+from . import bronze, failures
 from .binlog import BinlogSource, RowChange, Transaction
 from .checkpoint import Checkpoint
 from .chunking import ChunkLocator, SortKeys
@@ -243,7 +243,7 @@ class CatchUp:
                 frame = self.spark.createDataFrame(capture.rows, schema)
                 bronze.append(frame, self.config.table_path("bronze", capture.spec.name), checkpoint)
             except Exception as exc:  # one table's failed commit never stops the others
-                self._fail(capture, as_table_error(exc, capture.spec.name))
+                self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
                 continue
             capture.binlog_rows += len(capture.rows)
             capture.checkpoint = checkpoint
@@ -263,14 +263,21 @@ class CatchUp:
         return low + os.getpid() % (high - low + 1)
 
 
-def as_table_error(exc: BaseException, table: str) -> IngestError:
-    """An error to record against ``table``: engine errors as they are, anything else as one line
-    (its details go to the log)."""
+def as_table_error(exc: BaseException, table: str, lake_root: str | None = None) -> IngestError:
+    """An error to record against ``table``: engine errors as they are, Spark errors translated
+    to one line, anything else as one line (its details go to the log). An error that Ctrl-C
+    caused inside a Spark call is the interruption itself: it stops the run, not the table."""
+    if failures.was_interrupted():
+        raise KeyboardInterrupt from exc
     if isinstance(exc, IngestError):
         if exc.table is None:
             exc.table = table
         return exc
-    log.error("%s: unexpected error", table, exc_info=exc)
+    log.error("%s: failed", table, exc_info=exc)
+    translated = failures.translate(exc, command=f"table {table}", lake_root=lake_root)
+    if translated is not None:
+        translated.table = table
+        return translated
     text = str(exc).strip().splitlines()
     first = text[0][:300] if text else ""
     return FatalError(f"table {table}: {type(exc).__name__}: {first}; details in target/lakehouse.log",

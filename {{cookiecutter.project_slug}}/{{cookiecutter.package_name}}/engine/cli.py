@@ -1,6 +1,9 @@
 """Command line: ``python -m <package> COMMAND``. Exit codes: 0 ok, 1 failed tables or checks,
-2 usage or configuration error. Every error is one line naming the fix; details go to the log
-file ``target/lakehouse.log``."""
+2 usage or configuration error, 130 interrupted (Ctrl-C).
+
+Every error reaches the user as one line on stderr; its details (traceback, JVM stack trace) go
+to ``target/lakehouse.log``, and ``ingest`` and ``dq`` record it in ``target/run_results.json``.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +14,39 @@ import logging
 import sys
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ProjectConfig, load_project
+from . import failures, lake
+from .config import ProjectConfig, load_project, peek_target_dir
 from .errors import ConfigError, IngestError
-from .results import write_run_results
+from .results import RunStatus, write_run_results
 
 log = logging.getLogger("lakehouse")
+
+LOG_FILE = "lakehouse.log"
+# The commands whose every outcome is recorded in run_results.json.
+RECORDED_COMMANDS = frozenset({"ingest", "dq"})
+INTERRUPTED = "interrupted; progress up to the last commit is kept"
+# Log records with this attribute set go to the log file only, not to the console.
+FILE_ONLY = {"file_only": True}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    command: str
+    id: str
+    started: dt.datetime
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How a failed invocation is reported."""
+
+    line: str  # the one line on stderr
+    message: str  # recorded in run_results.json
+    exit_code: int
+    status: RunStatus = "error"
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -51,40 +80,126 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, package: str | None = None) -> int:
     package = package or __name__.split(".")[0]
     args = build_parser(f"python -m {package}").parse_args(argv)
-    started = dt.datetime.now(dt.UTC)
-    invocation = str(uuid.uuid4())
-    config: ProjectConfig | None = None
+    run = Invocation(args.command, str(uuid.uuid4()), dt.datetime.now(dt.UTC))
+    project_dir = args.project_dir.resolve()
+    failures.reset_interrupt()
+    with RunLog(package) as run_log:
+        # Before the configuration is read, so that a broken one is logged and recorded too.
+        target_dir = peek_target_dir(project_dir)
+        run_log.write_to(target_dir)
+        lake_root: str | None = None
+        try:
+            config = load_project(project_dir, profiles_dir=args.profiles_dir, target=args.target)
+            target_dir, lake_root = config.target_dir, config.lake_root
+            run_log.write_to(target_dir)
+            return COMMANDS[args.command](args, config, package, run.id, run.started)
+        except (Exception, KeyboardInterrupt) as exc:  # every error ends here as one line
+            failure = _failure(exc, run.command, lake_root, run_log.path)
+            return _report(failure, exc, run, target_dir)
+
+
+def _failure(exc: BaseException, command: str, lake_root: str | None, log_path: Path | None) -> Failure:
+    """Classify what stopped the command: interrupted, an engine error, a Spark error, or a bug."""
+    details = f"; details in {_shown(log_path)}" if log_path else ""
+    # After Ctrl-C, Spark's cancelled jobs surface as errors of their own: still the interruption.
+    if isinstance(exc, KeyboardInterrupt) or failures.was_interrupted():
+        return Failure(f"ERROR: {INTERRUPTED}", INTERRUPTED, 130, "interrupted")
+    if isinstance(exc, IngestError):
+        error, details = exc, ""
+    else:
+        error = failures.translate(exc, command=command, lake_root=lake_root)
+    if error is None:
+        message = f"internal error: {type(exc).__name__}: {failures.first_line(exc)}{details}"
+        return Failure(f"ERROR: {message}", message, 1)
+    message = " ".join(str(error).split()) + details
+    return Failure(f"ERROR [{error.category}]: {message}", message, error.exit_code)
+
+
+def _report(failure: Failure, exc: BaseException, run: Invocation, target_dir: Path | None) -> int:
+    """Log the details, record the failure, then print its one line."""
+    log.error("%s failed: %s\n%s", run.command, failure.message, failures.details(exc), extra=FILE_ONLY)
+    line = failure.line
+    if run.command in RECORDED_COMMANDS and target_dir is not None:
+        try:
+            write_run_results(target_dir, invocation_id=run.id, command=run.command,
+                              started_at=run.started, status=failure.status, results=[],
+                              message=failure.message)
+        except OSError as err:  # say so: the run_results.json there is an earlier run's
+            log.error("cannot write run_results.json: %s", err, extra=FILE_ONLY)
+            line += f" (run_results.json not written: {err.strerror})"
+    print(line, file=sys.stderr)
+    return failure.exit_code
+
+
+def _shown(path: Path | None) -> str:
+    """A path as the user would type it: relative to the current folder when under it."""
+    if path is None:
+        return "-"
     try:
-        config = load_project(args.project_dir.resolve(), profiles_dir=args.profiles_dir, target=args.target)
-        _setup_logging(config.target_dir)
-        return COMMANDS[args.command](args, config, package, invocation, started)
-    except IngestError as exc:
-        log.debug("failed", exc_info=True)
-        print(f"ERROR [{exc.category}]: {exc}", file=sys.stderr)
-        if config is not None and args.command in {"ingest", "dq"}:
-            write_run_results(config.target_dir, invocation_id=invocation, command=args.command,
-                              started_at=started, status="error", results=[], message=str(exc))
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("ERROR: interrupted; progress up to the last commit is kept", file=sys.stderr)
-        return 1
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
-def _setup_logging(target_dir: Path) -> None:
-    target_dir.mkdir(parents=True, exist_ok=True)
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    root.setLevel(logging.INFO)
-    console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    console.addFilter(lambda record: record.name.startswith(("lakehouse", __name__.split(".")[0])))
-    logfile = logging.FileHandler(target_dir / "lakehouse.log")
-    logfile.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root.addHandler(console)
-    root.addHandler(logfile)
-    for noisy in ("py4j", "pyspark", "great_expectations"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+class RunLog:
+    """Console progress lines and the log file of one invocation.
+
+    The handlers are removed again at exit, so ``main`` can run more than once in a process.
+    """
+
+    def __init__(self, package: str):
+        self.package = package
+        self.path: Path | None = None
+        self._root = logging.getLogger()
+        self._level = self._root.level
+        self._console: logging.Handler | None = None
+        self._file: logging.Handler | None = None
+
+    def __enter__(self) -> RunLog:
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        console.addFilter(self._for_console)
+        self._root.addHandler(console)
+        self._root.setLevel(logging.INFO)
+        self._console = console
+        for noisy in ("py4j", "pyspark", "great_expectations"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        return self
+
+    def write_to(self, target_dir: Path | None) -> None:
+        """(Re)open the log file in ``target_dir``; without one, log to the console only."""
+        path = None if target_dir is None else target_dir / LOG_FILE
+        if path == self.path:
+            return
+        self._close_file()
+        if path is None:
+            return
+        try:
+            target_dir.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(path)
+        except OSError as exc:  # the command still runs; its one error line says the rest
+            log.warning("no log file: cannot write %s (%s)", path, exc.strerror)
+            return
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        self._root.addHandler(handler)
+        self._file, self.path = handler, path
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._close_file()
+        if self._console is not None:
+            self._root.removeHandler(self._console)
+        self._root.setLevel(self._level)
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._root.removeHandler(self._file)
+            self._file.close()
+        self._file, self.path = None, None
+
+    def _for_console(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "file_only", False):
+            return False
+        return record.name.startswith(("lakehouse", self.package))
 
 
 def _specs(args: argparse.Namespace, package: str):
@@ -100,25 +215,38 @@ def _pipeline(config: ProjectConfig, invocation: str):
     from .source import connection
     from .spark import get_spark
 
+    lake.check_writable(config.lake_root)
     with connection(config.source) as conn:  # fail fast, before Spark takes seconds to start
         run_preflight(conn)
     spark = get_spark(config)
+    lake.check_filesystem(spark, config.lake_root)
     return spark, Pipeline(config, spark, invocation)
 
 
 def cmd_ingest(args, config, package, invocation, started) -> int:
     from .locks import table_locks
+    from .pipeline import TablesFailed
 
     specs = _specs(args, package)
     with table_locks(config.target_dir / "locks", [s.name for s in specs]):
         _, pipeline = _pipeline(config, invocation)
-        results = pipeline.ingest(specs, full_refresh=args.full_refresh)
+        try:
+            results = pipeline.ingest(specs, full_refresh=args.full_refresh)
+        except TablesFailed as failed:
+            results = failed.results
     for r in results:
-        print(f"{r.table:<24} ok  snapshot rows {r.snapshot_rows:>8}  binlog rows {r.binlog_rows:>7}"
-              f"  batch {r.batch:>4}  position {r.position or '-'}")
+        if r.status == "success":
+            print(f"{r.table:<24} ok     snapshot rows {r.snapshot_rows:>8}  binlog rows {r.binlog_rows:>7}"
+                  f"  batch {r.batch:>4}  position {r.position or '-'}")
+        else:
+            print(f"{r.table:<24} ERROR  see below")
+    failed = [r for r in results if r.status != "success"]
+    for r in failed:
+        print(f"ERROR [{r.category}]: {r.message}", file=sys.stderr)
     write_run_results(config.target_dir, invocation_id=invocation, command="ingest",
-                      started_at=started, status="success", results=results)
-    return 0
+                      started_at=started, status="error" if failed else "success", results=results,
+                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    return 1 if failed else 0
 
 
 def cmd_dq(args, config, package, invocation, started) -> int:

@@ -103,7 +103,7 @@ def load_project(
         name=str(project.get("name", root.name)),
         root=root,
         lake_root=lake_root,
-        target_dir=root / str(project.get("target_dir", "target")),
+        target_dir=_target_dir(root, project),
         # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/).
         gx_dir=root / str((project.get("quality") or {}).get("gx_root", ".")),
         spark=SparkSettings(
@@ -123,6 +123,24 @@ def load_project(
         server_ids=(int(server_ids[0]), int(server_ids[1])),
         source=source,
     )
+
+
+def peek_target_dir(root: Path) -> Path | None:
+    """The project's ``target/`` folder, read leniently: the log file and run results must be
+    written even when the configuration is broken. ``None`` when ``root`` holds no project
+    file (a command run from the wrong folder must not leave a ``target/`` there)."""
+    path = root / PROJECT_FILE
+    if not path.is_file():
+        return None
+    try:
+        project = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # load_project reports it properly
+        project = None
+    return _target_dir(root, project if isinstance(project, dict) else {})
+
+
+def _target_dir(root: Path, project: Mapping[str, Any]) -> Path:
+    return root / str(project.get("target_dir") or "target")
 
 
 def render_env_vars(value: Any, env: Mapping[str, str], where: str) -> Any:
@@ -192,11 +210,22 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path} not found: run from the project folder or pass --project-dir"
         ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}".replace("\n", " ")) from None
+        raise ConfigError(f"{path} is not valid YAML: {yaml_problem(exc)}") from exc
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path} must hold a mapping at the top level")
     return loaded
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: what the parser expected and where (1-based line and column)."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return " ".join(str(exc).split())
+    words = " ".join(" ".join(filter(None, (exc.context, exc.problem))).split()) or "cannot parse"
+    mark = exc.problem_mark or exc.context_mark
+    return f"{words} (line {mark.line + 1}, column {mark.column + 1})" if mark else words
 
 
 def _required(mapping: dict[str, Any], key: str, where: str) -> Any:

@@ -75,8 +75,8 @@ class _Table:
     def ok(self) -> bool:
         return self.error is None
 
-    def fail(self, exc: BaseException) -> None:
-        self.error = as_table_error(exc, self.spec.name)
+    def fail(self, exc: BaseException, lake_root: str | None = None) -> None:
+        self.error = as_table_error(exc, self.spec.name, lake_root)
         self.result.status = "error"
         self.result.message = str(self.error)
         self.result.category = self.error.category
@@ -116,7 +116,7 @@ class Pipeline:
                     table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
                                                       require_snapshot)
                 except Exception as exc:  # recorded against this table; the others go on
-                    table.fail(exc)
+                    table.fail(exc, self.config.lake_root)
                 table.result.seconds += time.monotonic() - started
             stop = stop or current_position(conn)
             started = time.monotonic()
@@ -210,7 +210,7 @@ class Pipeline:
                 captures[table.spec.name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
                                                         table.spec.delivery or delivery)
             except Exception as exc:
-                table.fail(exc)
+                table.fail(exc, self.config.lake_root)
         CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop)
         for table in tables:
             capture = captures.get(table.spec.name)
@@ -233,7 +233,7 @@ class Pipeline:
                 transform=table.spec.transform,
             )
         except Exception as exc:
-            table.fail(exc)
+            table.fail(exc, self.config.lake_root)
             return
         table.result.batch = table.checkpoint.batch
         position = table.checkpoint.position

@@ -1,15 +1,25 @@
-"""``target/run_results.json``: a versioned record of every invocation, dbt style."""
+"""``target/run_results.json``: a versioned record of every invocation, dbt style.
+
+``status`` is ``success``, ``fail`` (checks failed), ``error`` (with ``message``) or
+``interrupted`` (Ctrl-C). The CLI writes it on every outcome of ``ingest`` and ``dq``, so it
+never shows an earlier run's result.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA_VERSION = 1
+FILE_NAME = "run_results.json"
+
+RunStatus = Literal["success", "fail", "error", "interrupted"]
 
 
 def write_run_results(
@@ -18,7 +28,7 @@ def write_run_results(
     invocation_id: str,
     command: str,
     started_at: dt.datetime,
-    status: str,
+    status: RunStatus,
     results: Sequence[Any],
     message: str = "",
 ) -> Path:
@@ -37,8 +47,15 @@ def write_run_results(
         "elapsed_seconds": round((finished - started_at).total_seconds(), 3),
         "results": [asdict(r) if is_dataclass(r) else r for r in results],
     }
-    path = target_dir / "run_results.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    path = target_dir / FILE_NAME
+    # A temporary file of its own: runs of different tables may finish at the same moment.
+    handle, tmp = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=target_dir)
+    try:
+        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide the results from other users
+        with os.fdopen(handle, "w") as out:
+            out.write(json.dumps(body, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path

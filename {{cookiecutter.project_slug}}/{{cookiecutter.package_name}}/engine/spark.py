@@ -5,22 +5,44 @@ is then saved in a manifest (``~/.cache/lakehouse-ingest/``) and later sessions 
 files directly, with no resolution, no network and no Ivy chatter. A local folder of jars
 (``LAKEHOUSE_JARS_DIR`` or ``spark.jars_dir``) serves machines without network. A failure says
 which source was tried and how to fix it.
+
+The JVM's own output (its logging, JVM warnings, Ivy) goes to ``target/spark.log``, not among
+the command's lines on the console; a Spark failure reaches the user through the CLI as one line.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import signal
 import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from .config import ProjectConfig
 from .errors import ConfigError
+from .failures import note_interrupt
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+SPARK_LOG = "spark.log"
+# Comma-separated lists that the project's spark.conf extends rather than replaces.
+JAR_LISTS = ("spark.jars", "spark.jars.packages")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JarSettings:
+    source: str  # where the Delta jars come from, for messages
+    conf: Mapping[str, str]
+    cacheable: bool  # resolved from Maven Central with nothing else: save the jar list
 
 
 def delta_artifact() -> str:
@@ -63,22 +85,89 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest"):  # -> 
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    jars_source = _configure_jars(builder, config)
-    for key, value in config.spark.conf.items():
+    jars = _jar_settings(config)
+    for key, value in _merged_conf(jars.conf, config.spark.conf).items():
         builder = builder.config(key, value)
+    spark_log = config.target_dir / SPARK_LOG
     try:
-        spark = builder.getOrCreate()
+        with _jvm_output_to(spark_log):
+            spark = builder.getOrCreate()
     except PySparkRuntimeError as exc:
         raise ConfigError(
             f"Spark did not start ({exc.getErrorClass() or exc}); Delta jars were taken from "
-            f"{jars_source}: if the lines above say 'unresolved dependency', Maven Central "
+            f"{jars.source}: if {spark_log} says 'unresolved dependency', Maven Central "
             "could not be reached: fix the network/proxy or set LAKEHOUSE_JARS_DIR to a folder "
             "holding the Delta jars"
-        ) from None
+        ) from exc
     spark.sparkContext.setLogLevel("ERROR")
-    if jars_source.startswith("Maven Central"):
+    _interrupt_promptly(spark)
+    if jars.cacheable:
         _save_manifest(spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
+
+
+@contextmanager
+def _jvm_output_to(path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``path`` while the JVM is launched.
+
+    The JVM (and the Python workers it forks) inherit them for their whole life, so JVM
+    warnings, log4j's console appender and Ivy's resolution report land in the file instead of
+    between the command's own lines. Python's own streams are restored right after the launch.
+    An unwritable target leaves the console as it is.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        log.warning("JVM output stays on the console: cannot open %s (%s)", path, exc.strerror)
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
+
+
+def _interrupt_promptly(spark) -> None:
+    """Make Ctrl-C stop the run at once, leaving the py4j connection usable for clean-up.
+
+    pyspark's own SIGINT handler cancels the jobs through the main thread's py4j connection,
+    which is busy waiting for the running call: the cancel queued behind the call (Ctrl-C
+    waited for the whole Spark job), and the next call read the previous call's answer. Here
+    the busy connection is dropped (py4j opens a fresh one for the next call, so ``finally``
+    blocks work), the jobs are cancelled from a thread of their own and ``KeyboardInterrupt`` is
+    raised at once. Nothing committed is lost: each Delta commit is atomic with its checkpoint.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    context = spark.sparkContext
+
+    def cancel_jobs() -> None:
+        from py4j.protocol import Py4JError
+
+        try:
+            context.cancelAllJobs()
+        except Py4JError as exc:  # the JVM is already going away: nothing left to cancel
+            log.debug("cancelling Spark jobs after Ctrl-C: %s", exc)
+
+    def on_sigint(signum, frame) -> None:
+        note_interrupt()
+        client = getattr(context._gateway, "_gateway_client", None)
+        connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
+        if connection is not None:
+            connection.close(reset=True)
+        threading.Thread(target=cancel_jobs, name="cancel-spark-jobs", daemon=True).start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 def _manifest() -> Path:
@@ -105,17 +194,34 @@ def _save_manifest(jars: str) -> None:
     tmp.replace(manifest)
 
 
-def _configure_jars(builder, config: ProjectConfig) -> str:
+def _jar_settings(config: ProjectConfig) -> JarSettings:
+    """Where the Delta jars come from: a local folder, the cached list, or Maven Central.
+
+    Packages the project adds itself (``spark.jars.packages``, e.g. hadoop-aws) bypass the
+    cache, which holds the Delta jars only: Ivy resolves them with Delta, from its local cache
+    after the first time.
+    """
     if config.spark.jars_dir:
         folder = Path(config.spark.jars_dir)
         jars = sorted(str(p) for p in folder.glob("*.jar"))
         if not jars:
             raise ConfigError(f"jars folder {folder} holds no .jar files: fill it or unset LAKEHOUSE_JARS_DIR")
-        builder.config("spark.jars", ",".join(jars))
-        return str(folder)
-    cached = _cached_jars()
+        return JarSettings(str(folder), {"spark.jars": ",".join(jars)}, cacheable=False)
+    extra_packages = bool(config.spark.conf.get("spark.jars.packages"))
+    cached = None if extra_packages else _cached_jars()
     if cached:
-        builder.config("spark.jars", ",".join(cached))
-        return f"the jar cache {_manifest()}"
-    builder.config("spark.jars.packages", delta_artifact())
-    return f"Maven Central ({delta_artifact()})"
+        return JarSettings(f"the jar cache {_manifest()}", {"spark.jars": ",".join(cached)}, cacheable=False)
+    return JarSettings(f"Maven Central ({delta_artifact()})", {"spark.jars.packages": delta_artifact()},
+                       cacheable=not extra_packages)
+
+
+def _merged_conf(ours: Mapping[str, str], project: Mapping[str, str]) -> dict[str, str]:
+    """The project's spark.conf over ours, except jar lists, which are joined: a project that
+    adds hadoop-aws to spark.jars.packages must not drop the Delta jars."""
+    merged = dict(ours)
+    for key, value in project.items():
+        if key in JAR_LISTS and merged.get(key):
+            merged[key] = ",".join(p for p in (merged[key], value) if p)
+        else:
+            merged[key] = value
+    return merged

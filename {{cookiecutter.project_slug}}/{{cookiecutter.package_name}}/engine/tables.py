@@ -6,6 +6,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -36,7 +37,7 @@ def discover(package: ModuleType) -> dict[str, TableSpec]:
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        module = _import_table_module(package, info)
         spec = getattr(module, "TABLE", None)
         if not isinstance(spec, TableSpec):
             raise ConfigError(f"{module.__name__} defines no TABLE = TableSpec(...)")
@@ -44,6 +45,31 @@ def discover(package: ModuleType) -> dict[str, TableSpec]:
             raise ConfigError(f"two table modules are both named {spec.name!r}")
         specs[spec.name] = spec
     return specs
+
+
+def _import_table_module(package: ModuleType, info: pkgutil.ModuleInfo) -> ModuleType:
+    """Import one table module; any error it raises is a configuration error naming its file."""
+    try:
+        return importlib.import_module(f"{package.__name__}.{info.name}")
+    except SyntaxError as exc:
+        raise ConfigError(
+            f"table module {_module_file(package, info)} has a syntax error at line {exc.lineno}: "
+            f"{exc.msg}; fix it, or move the file out of the tables folder"
+        ) from exc
+    except Exception as exc:  # whatever the module's own code raises, report it against its file
+        detail = " ".join(str(exc).split()) or "no message"
+        raise ConfigError(
+            f"table module {_module_file(package, info)} failed to import: "
+            f"{type(exc).__name__}: {detail[:300]}; fix it, or move the file out of the tables folder"
+        ) from exc
+
+
+def _module_file(package: ModuleType, info: pkgutil.ModuleInfo) -> str:
+    """The module's file, relative to the project (``<package>/tables/orders.py``)."""
+    folder = Path(getattr(info.module_finder, "path", package.__path__[0]))
+    path = folder / info.name / "__init__.py" if info.ispkg else folder / f"{info.name}.py"
+    project = folder.parents[1] if len(folder.parents) > 1 else folder
+    return str(path.relative_to(project)) if path.is_relative_to(project) else str(path)
 
 
 def select(
