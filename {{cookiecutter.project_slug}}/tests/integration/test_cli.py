@@ -245,3 +245,22 @@ def test_the_lake_filesystem_check_raises_what_the_cli_translates_for_s3a(spark)
         lake.check_filesystem(spark, "s3a://no-such-bucket/lake")
     error = translate(raised.value, command="ingest", lake_root="s3a://no-such-bucket/lake")
     assert isinstance(error, ConfigError) and "hadoop-aws" in str(error)
+
+
+def test_one_failed_table_is_recorded_alone_and_the_run_exits_1(config, mariadb):
+    first = cli(config, "ingest", "--select", "customers", "products")
+    assert first.returncode == 0, first.stderr
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE products SET stock = stock + 1 WHERE price > 10;
+        TRUNCATE TABLE customers;
+    """)
+    done = cli(config, "ingest", "--select", "customers", "products")
+    assert done.returncode == 1, done.stderr
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("ERROR [fatal]: table customers: schema change") and "FULL_REFRESH=1" in line
+    results = run_results(config)
+    assert results["status"] == "error"
+    statuses = {r["table"]: (r["status"], r["binlog_rows"]) for r in results["results"]}
+    assert statuses["customers"][0] == "error" and statuses["products"][0] == "success"
+    assert statuses["products"][1] > 0
+    assert "table customers: schema change" in log_text(config)
