@@ -105,3 +105,26 @@ def test_a_purged_binlog_position_names_the_re_snapshot_command(spark, config, m
     with pytest.raises(FatalError, match="no longer on the source.*FULL_REFRESH=1"):
         Pipeline(config, spark, "run-3").ingest(_customers())
 
+
+
+def test_a_configured_key_the_source_does_not_enforce_as_unique_is_refused(config, mariadb):
+    run_source_sql(mariadb, config.source.database, """
+        CREATE TABLE visits (id INT NOT NULL PRIMARY KEY, visitor INT NOT NULL, page VARCHAR(20) NOT NULL,
+                             KEY ix_visitor (visitor));
+        INSERT INTO visits SELECT seq, seq % 10, CONCAT('p', seq) FROM seq_1_to_100;
+    """)
+    with connection(config.source) as conn, pytest.raises(ConfigError) as excinfo:
+        describe_table(conn, config.source.database, "visits", ("visitor",))
+    message = str(excinfo.value)
+    assert f"table {config.source.database}.visits: key (visitor) is not unique on the source" in message
+    assert "PRIMARY (id)" in message and "add a UNIQUE index on (visitor)" in message
+
+
+def test_a_configured_unique_not_null_key_is_accepted(config, mariadb):
+    run_source_sql(mariadb, config.source.database, """
+        CREATE TABLE accounts (id INT NOT NULL PRIMARY KEY, code CHAR(8) NOT NULL, UNIQUE KEY uq_code (code));
+    """)
+    with connection(config.source) as conn:
+        assert describe_table(conn, config.source.database, "accounts", ("code",)).key == ("code",)
+        assert describe_table(conn, config.source.database, "order_items", ("line_no", "order_id")).key == (
+            "line_no", "order_id")

@@ -42,6 +42,12 @@ class SourceUnavailableError(IngestError):
     category = "retriable"
 
 
+class ConcurrentRunError(IngestError):
+    """Another run wrote the same table at the same time; running again resumes cleanly."""
+
+    category = "retriable"
+
+
 class FatalError(IngestError):
     """A state the engine refuses to continue from (purged binlog, schema change, a bug)."""
 

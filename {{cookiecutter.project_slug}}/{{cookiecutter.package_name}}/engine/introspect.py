@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pymysql
@@ -76,7 +76,10 @@ def describe_table(
     key: Sequence[str] | None = None,
 ) -> TableSchema:
     """Read columns and choose the chunk key: the configured one, else the primary key,
-    else the first unique index whose columns are all NOT NULL."""
+    else the first unique index whose columns are all NOT NULL.
+
+    A configured key is checked against the source's unique indexes: silver keeps one row per
+    key, so a key the source does not enforce as unique would silently collapse rows."""
     rows = query(
         conn,
         "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION,"
@@ -103,40 +106,101 @@ def describe_table(
         )
         for r in rows
     )
-    chosen = tuple(key) if key else _natural_key(conn, schema, table, columns)
-    by_name = {c.name: c for c in columns}
-    for name in chosen:
-        if name not in by_name:
-            raise ConfigError(f"table {schema}.{table}: key column {name!r} does not exist")
-        if by_name[name].nullable:
-            raise ConfigError(
-                f"table {schema}.{table}: key column {name!r} is nullable; a chunk key must be "
-                "NOT NULL and unique"
-            )
+    indexes = unique_indexes(
+        query(
+            conn,
+            "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0"
+            " ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX",
+            (schema, table),
+        )
+    )
+    if key:
+        chosen = tuple(key)
+        check_key(f"{schema}.{table}", chosen, columns, indexes)
+    else:
+        chosen = natural_key(f"{schema}.{table}", columns, indexes)
     return TableSchema(schema=schema, table=table, columns=columns, key=chosen)
 
 
-def _natural_key(
-    conn: pymysql.connections.Connection,
-    schema: str,
-    table: str,
-    columns: tuple[ColumnInfo, ...],
-) -> tuple[str, ...]:
-    rows = query(
-        conn,
-        "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
-        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0"
-        " ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX",
-        (schema, table),
-    )
-    indexes: dict[str, list[str]] = {}
+@dataclass(frozen=True)
+class UniqueIndex:
+    """A PRIMARY or UNIQUE index of the source table, its columns in index order."""
+
+    name: str
+    columns: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.name} ({', '.join(self.columns)})"
+
+
+def unique_indexes(rows: Iterable[Sequence[object]]) -> tuple[UniqueIndex, ...]:
+    """Group ``(INDEX_NAME, COLUMN_NAME)`` rows (ordered by index, then position) into indexes.
+
+    An index with an expression part (MySQL functional key parts have no COLUMN_NAME) is left
+    out: it makes the expression unique, not the columns it reads."""
+    parts: dict[str, list[str | None]] = {}
     for index_name, column_name in rows:
-        indexes.setdefault(str(index_name), []).append(str(column_name))
+        parts.setdefault(str(index_name), []).append(None if column_name is None else str(column_name))
+    return tuple(
+        UniqueIndex(name, tuple(c for c in cols if c is not None))
+        for name, cols in parts.items()
+        if None not in cols
+    )
+
+
+def natural_key(
+    table: str, columns: Sequence[ColumnInfo], indexes: Sequence[UniqueIndex]
+) -> tuple[str, ...]:
+    """The first unique index (PRIMARY first) whose columns are all NOT NULL."""
     nullable = {c.name for c in columns if c.nullable}
-    for cols in indexes.values():
-        if not nullable.intersection(cols):
-            return tuple(cols)
+    for index in indexes:
+        if not nullable.intersection(index.columns):
+            return index.columns
     raise ConfigError(
-        f"table {schema}.{table} has no primary key or NOT NULL unique key: add one, or set "
+        f"table {table} has no primary key or NOT NULL unique key: add one, or set "
         "key=(...) to unique NOT NULL columns in its table module"
     )
+
+
+def covering_index(key: Sequence[str], indexes: Sequence[UniqueIndex]) -> UniqueIndex | None:
+    """A unique index whose columns all lie within ``key``: it makes ``key`` unique too.
+
+    Column names compare case-insensitively, as the server compares them."""
+    wanted = {k.casefold() for k in key}
+    for index in indexes:
+        if {c.casefold() for c in index.columns} <= wanted:
+            return index
+    return None
+
+
+def check_key(
+    table: str,
+    key: Sequence[str],
+    columns: Sequence[ColumnInfo],
+    indexes: Sequence[UniqueIndex],
+) -> None:
+    """Refuse a configured key that is missing, nullable, or not enforced unique by the source."""
+    by_name = {c.name.casefold(): c for c in columns}
+    listed = ", ".join(key)
+    for name in key:
+        column = by_name.get(name.casefold())
+        if column is None or column.name != name:
+            hint = f" (the column is spelled {column.name!r})" if column is not None else ""
+            raise ConfigError(
+                f"table {table}: key column {name!r} does not exist{hint}: fix key=(...) in its "
+                "table module (or add-table --key)"
+            )
+        if column.nullable:
+            raise ConfigError(
+                f"table {table}: key column {name!r} is nullable; a chunk key must be NOT NULL and "
+                "unique: declare it NOT NULL on the source or choose other key columns"
+            )
+    if covering_index(key, indexes) is None:
+        known = "; ".join(i.describe() for i in indexes) or "none"
+        raise ConfigError(
+            f"table {table}: key ({listed}) is not unique on the source: no PRIMARY or UNIQUE "
+            "index lies within these columns, so silver would merge rows sharing a key "
+            f"(unique indexes: {known}); set key=(...) in its table module (or add-table --key) "
+            f"to the columns of one of them, or add a UNIQUE index on ({listed}) to the source table"
+        )

@@ -231,6 +231,7 @@ class Pipeline:
                 key=table.schema.key,
                 upto_batch=table.checkpoint.batch,
                 transform=table.spec.transform,
+                table=table.spec.name,
             )
         except Exception as exc:
             table.fail(exc, self.config.lake_root)
