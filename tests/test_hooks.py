@@ -12,7 +12,10 @@ from .conftest import run_cookiecutter
 @pytest.mark.parametrize(
     ("answers", "message"),
     [
-        ({"project_slug": "Bad Slug!", "package_name": "ok_pkg"}, "project_slug 'Bad Slug!' is not a valid folder name"),
+        (
+            {"project_slug": "Bad Slug!", "package_name": "ok_pkg"},
+            "project_slug 'Bad Slug!' is not a valid folder name",
+        ),
         ({"package_name": "1pkg"}, "package_name '1pkg' is not a valid Python package name"),
         ({"package_name": "class"}, "package_name 'class' is not a valid Python package name"),
         ({"package_name": "json"}, "package_name 'json' would shadow an installed module"),
