@@ -97,7 +97,7 @@ class _TableMap(dict):
     and drops the rows; a ``KeyError`` subclass would be swallowed the same way, so this raises
     an error the library does not catch."""
 
-    position: str = "?"
+    position: BinlogPosition | None = None  # of the event being read, for the message
 
     def __missing__(self, table_id: int) -> Any:
         raise UnknownTableIdError(
@@ -205,7 +205,7 @@ class BinlogSource:
                 stream.table_map = _TableMap()
                 continue
             end = BinlogPosition(stream.log_file, event.packet.log_pos)
-            stream.table_map.position = str(end)
+            stream.table_map.position = end
             if isinstance(event, MariadbGtidEvent):
                 tx = _Pending(open=True, gtid=event.gtid, standalone=bool(event.flags & GTID_STANDALONE))
                 continue
