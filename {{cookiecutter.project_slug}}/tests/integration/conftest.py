@@ -50,7 +50,7 @@ def base_config(tmp_path_factory: pytest.TempPathFactory, mariadb: embedded.Embe
         target_dir=lake / "target",
         gx_dir=lake / "gx",
         source=SourceProfile("127.0.0.1", mariadb.port, USER, PASSWORD, "unused"),
-        defaults=replace(config.defaults, chunk_size=300, chunks_per_commit=4),
+        defaults=replace(config.defaults, chunk_size=300, commit_rows=1200),
     )
 
 

@@ -162,7 +162,7 @@ def _checkout(config: ProjectConfig, tmp_path: Path, name: str, chunk_size: int,
               server_ids: tuple[int, int]) -> ProjectConfig:
     """A second clone of the project: same lake, its own target dir (so its own run locks), its
     own binlog server ids, and project settings of its own."""
-    defaults = replace(config.defaults, chunk_size=chunk_size, chunks_per_commit=1, flush_rows=flush_rows)
+    defaults = replace(config.defaults, chunk_size=chunk_size, commit_rows=chunk_size, flush_rows=flush_rows)
     return replace(config, defaults=defaults, target_dir=tmp_path / name / "target", gx_dir=tmp_path / name / "gx",
                    server_ids=server_ids)
 

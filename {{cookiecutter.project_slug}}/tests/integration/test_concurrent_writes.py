@@ -45,7 +45,7 @@ def _write_until(stop: threading.Event, server: embedded.EmbeddedServer, databas
 @pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
 def test_changes_during_the_snapshot_keep_silver_exact_and_bronze_free_of_repeats(spark, config, mariadb, delivery):
     """exactly_once: bronze holds no change twice; at_least_once: bronze may, silver is exact."""
-    defaults = replace(config.defaults, chunk_size=120, chunks_per_commit=2, delivery=delivery)
+    defaults = replace(config.defaults, chunk_size=120, commit_rows=240, delivery=delivery)
     config = replace(config, defaults=defaults)
     specs = [s for s in demo_specs() if s.name in {"orders", "products"}]
     stop = threading.Event()

@@ -60,7 +60,7 @@ def test_key_changing_updates_move_the_row_in_silver(spark, config, mariadb):
 
 
 def test_a_run_killed_mid_snapshot_resumes_with_the_unfinished_chunks_only(spark, config, mariadb, monkeypatch):
-    config = replace(config, defaults=replace(config.defaults, chunk_size=250, chunks_per_commit=2))
+    config = replace(config, defaults=replace(config.defaults, chunk_size=250, commit_rows=500))
     spec = [s for s in demo_specs() if s.name == "orders"]
     real = pipeline_module.snapshot_batch
     batches: list[int] = []

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.config import load_project, peek_target_dir, render_env_vars
+from {{ cookiecutter.package_name }}.engine.config import Defaults, load_project, peek_target_dir, render_env_vars
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +82,12 @@ def test_the_target_folder_is_found_even_when_the_configuration_is_broken(tmp_pa
     _write(tmp_path, "profile: p\ntarget_dir: build/out\nlake_root: [\n", PROFILES)
     assert peek_target_dir(tmp_path) == tmp_path / "target"  # the project file itself is broken
 {% endraw %}
+
+
+def test_snapshot_commits_are_sized_by_rows_not_by_chunk_count():
+    defaults = Defaults(chunk_size=50_000, delivery="exactly_once", flush_rows=1,
+                        even_distribution=(0.05, 1000.0), commit_rows=1_000_000)
+    assert defaults.chunks_per_commit(50_000) == 20
+    assert defaults.chunks_per_commit(300_000) == 4  # rounded up: never fewer rows than asked
+    assert defaults.chunks_per_commit(2_000_000) == 1
+    assert defaults.chunks_per_commit(500) == 2000

@@ -21,6 +21,11 @@ from .errors import ConfigError
 PROJECT_FILE = "lakehouse_project.yml"
 PROFILES_FILE = "profiles.yml"
 
+# Snapshot sizing: a chunk is one consistent-snapshot SELECT (short enough to keep undo small),
+# a commit gathers chunks read in parallel into one Delta commit (few, large commits are fast).
+DEFAULT_CHUNK_SIZE = 50_000
+DEFAULT_COMMIT_ROWS = 1_000_000
+
 Delivery = Literal["exactly_once", "at_least_once"]
 DELIVERY_MODES: tuple[Delivery, ...] = ("exactly_once", "at_least_once")
 
@@ -52,7 +57,12 @@ class Defaults:
     delivery: Delivery
     flush_rows: int
     even_distribution: tuple[float, float]
-    chunks_per_commit: int
+    commit_rows: int  # snapshot rows committed to bronze together (chunks read in parallel)
+
+    def chunks_per_commit(self, chunk_size: int) -> int:
+        """Chunks read in parallel and committed together: commits are sized by rows, so a
+        small chunk size does not mean many small Delta commits."""
+        return max(1, -(-self.commit_rows // chunk_size))
 
 
 @dataclass(frozen=True)
@@ -112,13 +122,11 @@ def load_project(
             jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
         ),
         defaults=Defaults(
-            chunk_size=_positive_int(defaults.get("chunk_size", 8096), "defaults.chunk_size"),
+            chunk_size=_positive_int(defaults.get("chunk_size", DEFAULT_CHUNK_SIZE), "defaults.chunk_size"),
             delivery=delivery,
             flush_rows=_positive_int(defaults.get("flush_rows", 50_000), "defaults.flush_rows"),
             even_distribution=(float(even[0]), float(even[1])),
-            chunks_per_commit=_positive_int(
-                defaults.get("chunks_per_commit", 8), "defaults.chunks_per_commit"
-            ),
+            commit_rows=_positive_int(defaults.get("commit_rows", DEFAULT_COMMIT_ROWS), "defaults.commit_rows"),
         ),
         server_ids=(int(server_ids[0]), int(server_ids[1])),
         source=source,

@@ -144,11 +144,11 @@ class Pipeline:
     ) -> Checkpoint:
         path = self.config.table_path("bronze", spec.name)
         checkpoint = bronze.latest_checkpoint(self.spark, path)
+        chunk_size = spec.chunk_size or self.config.defaults.chunk_size
         if checkpoint is None:
             if require_snapshot:
                 raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`",
                                   table=spec.name)
-            chunk_size = spec.chunk_size or self.config.defaults.chunk_size
             chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
             log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size)
             checkpoint = Checkpoint(spec.name, 0, "snapshot", self.run_id,
@@ -164,7 +164,7 @@ class Pipeline:
             return checkpoint
         pending = reading_order(checkpoint.snapshot.pending)
         total = len(checkpoint.snapshot.chunks)
-        per_commit = self.config.defaults.chunks_per_commit
+        per_commit = self.config.defaults.chunks_per_commit(chunk_size)
         started = time.monotonic()
         for first in range(0, len(pending), per_commit):
             batch = pending[first : first + per_commit]
@@ -172,7 +172,7 @@ class Pipeline:
                                  snapshot=checkpoint.snapshot)
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=batch,
-                bronze_path=path, checkpoint=attempt,
+                bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
             )
             checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id,
                                     snapshot=checkpoint.snapshot.with_done(watermarks))

@@ -2,36 +2,54 @@
 
 Each task opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and reads the exact binlog
 position of its read view (MariaDB/Percona): the chunk is the table's state at that position,
-its high watermark, so no backfill is needed. Besides the rows, every task emits one watermark
-marker row (``_op = 'w'``) so the driver learns each chunk's watermark, empty chunks included;
-markers never reach bronze.
+its high watermark, so no backfill is needed.
+
+Rows travel as Arrow columns from the socket to Parquet: a task reads its chunk's result set in
+blocks (:mod:`resultset`), converts each column with one vectorized cast (:mod:`textcolumns`),
+and writes the chunk as a Parquet file; it returns only the chunk's watermark, its row count and
+the file. The driver then commits every file of the batch to bronze in one Delta commit whose
+checkpoint holds those watermarks. Nothing is cached and no row is converted in Python one at a
+time.
+
+On a local lake the tasks write straight into bronze's folder and the driver commits those
+files (:mod:`deltafiles`): the JVM never touches the rows. Other lake roots (s3a://...) get the
+files staged under the project's ``target/staging`` and appended by Spark; the staging folder
+must then be visible to every executor (it is, on the default local master).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import shutil
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
-from pyspark import StorageLevel
 from pyspark.errors import PythonException
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from . import bronze, errors
+from . import bronze, deltafiles, errors
+from .arrows import arrow_schema
 from .checkpoint import Checkpoint
 from .chunking import Chunk, chunk_predicate
 from .config import SourceProfile
 from .introspect import TableSchema
 from .positions import BinlogPosition, sequence
+from .resultset import TextResult
 from .source import connection, qualified, start_consistent_snapshot
-from .typemap import row_converter, select_list, spark_schema
+from .textcolumns import column_converter
+from .typemap import select_list, spark_schema
 
-MARKER_OP = "w"
-CHUNK_COLUMN = "_chunk"
+ROW_GROUP_ROWS = 131_072  # rows gathered before a Parquet row group is written
 
 
 @dataclass(frozen=True)
@@ -43,33 +61,68 @@ class ChunkTask:
     chunk: Chunk
     run_id: str
     batch: int
+    folder: str  # where the chunk's Parquet file goes: bronze's folder, or a staging folder
 
 
-def read_chunks(tasks: Iterable[ChunkTask]) -> Iterator[tuple]:
-    """Spark ``mapPartitions`` body: rows of each chunk, then its watermark marker."""
+@dataclass(frozen=True)
+class StagedChunk:
+    index: int
+    watermark: BinlogPosition
+    rows: int
+    path: str | None  # None when the chunk is empty
+
+
+def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
+    """Spark ``mapPartitions`` body: read and stage each chunk, return what the driver needs."""
     for task in tasks:
-        yield from _read_chunk(task)
+        yield stage_chunk(task)
 
 
-def _read_chunk(task: ChunkTask) -> Iterator[tuple]:
+def stage_chunk(task: ChunkTask) -> StagedChunk:
     table = task.table
-    convert = row_converter(table, "select")
-    columns = select_list(table)  # FLOAT widened to DOUBLE: exact, like the binlog's float32
+    schema = arrow_schema(bronze.bronze_schema(spark_schema(table)))
     where, args = chunk_predicate(table.key, task.chunk)
-    sql = f"SELECT {columns} FROM {qualified(table.schema, table.table)} WHERE {where}"
+    # FLOAT widened to DOUBLE: exact, like the binlog's float32.
+    sql = f"SELECT {select_list(table)} FROM {qualified(table.schema, table.table)} WHERE {where}"
+    # A unique name: a retried task's earlier file is never committed, so it cannot collide.
+    path = os.path.join(task.folder, f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet")
     now = dt.datetime.now(dt.UTC)
-    with connection(task.profile, streaming=True) as conn:
+    rows = 0
+    writer: pq.ParquetWriter | None = None
+    with connection(task.profile) as conn:
         watermark = start_consistent_snapshot(conn)
-        seq = sequence(watermark, 0)
-        meta = ("r", seq, watermark.file, watermark.offset, None, now, task.run_id, task.batch,
-                task.chunk.index)
-        with conn.cursor() as cur:
-            cur.execute(sql, args)
-            for row in cur:
-                yield (*convert(row), *meta)
+        meta = ("r", sequence(watermark, 0), watermark.file, watermark.offset, None, now,
+                task.run_id, task.batch)
+        result = TextResult(conn, sql, args)
+        fields = list(schema)[: len(table.columns)]
+        converters = [column_converter(col, res, field.type)
+                      for col, res, field in zip(table.columns, result.columns, fields, strict=True)]
+        # Each meta column holds one value for the whole chunk: repeat a one-value array.
+        singles = [pa.array([value], type=field.type)
+                   for value, field in zip(meta, list(schema)[len(table.columns):], strict=True)]
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        try:
+            for block in result.blocks():
+                count = len(block[0])
+                data = [convert(raw) for convert, raw in zip(converters, block, strict=True)]
+                repeat = pa.array(np.zeros(count, dtype=np.int32))
+                constants = [single.take(repeat) for single in singles]
+                pending.append(pa.RecordBatch.from_arrays([*data, *constants], schema=schema))
+                pending_rows += count
+                rows += count
+                if pending_rows >= ROW_GROUP_ROWS:
+                    writer = writer or pq.ParquetWriter(path, schema, compression="snappy")
+                    writer.write_table(pa.Table.from_batches(pending))
+                    pending, pending_rows = [], 0
+            if pending:
+                writer = writer or pq.ParquetWriter(path, schema, compression="snappy")
+                writer.write_table(pa.Table.from_batches(pending))
+        finally:
+            if writer is not None:
+                writer.close()
         conn.commit()
-    blank = (None,) * len(table.columns)
-    yield (*blank, MARKER_OP, *meta[1:])
+    return StagedChunk(task.chunk.index, watermark, rows, path if writer is not None else None)
 
 
 _TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")
@@ -100,42 +153,89 @@ def snapshot_batch(
     chunks: Sequence[Chunk],
     bronze_path: str,
     checkpoint: Checkpoint,
+    staging: Path,
 ) -> tuple[dict[int, BinlogPosition], int]:
     """Read ``chunks`` in parallel and commit them to bronze with ``checkpoint`` updated by
     their watermarks. Returns the watermarks and the number of rows written."""
-    tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch) for c in chunks]
-    schema = T.StructType(
-        [*bronze.bronze_schema(spark_schema(table)).fields,
-         T.StructField(CHUNK_COLUMN, T.IntegerType(), False)]
-    )
-    # Nullable everywhere in the staging frame: marker rows carry no data columns.
-    schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
-    rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(read_chunks)
-    staged = spark.createDataFrame(rdd, schema).persist(StorageLevel.MEMORY_AND_DISK)
+    direct = deltafiles.is_local(bronze_path)
+    folder = (Path(deltafiles.local_path(bronze_path)) if direct
+              else staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}")
+    if not direct:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    schema = bronze.bronze_schema(spark_schema(table))
+    if direct:
+        _create_table(spark, bronze_path, schema)  # before any file lands in its folder
+    staged: list[StagedChunk] = []
+    committed_files = False
     try:
+        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder))
+                 for c in chunks]
         try:
-            markers = (
-                staged.where(F.col("_op") == MARKER_OP)
-                .select(CHUNK_COLUMN, "_source_file", "_source_pos")
-                .collect()
-            )
+            staged = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(stage_chunks).collect()
         except (PythonException, Py4JJavaError) as exc:
             raise task_error(exc, table.table) from None
-        watermarks = {int(m[0]): BinlogPosition(str(m[1]), int(m[2])) for m in markers}
+        watermarks = {s.index: s.watermark for s in staged}
         missing = {c.index for c in chunks} - set(watermarks)
         if missing:
             raise RuntimeError(f"chunks {sorted(missing)} returned no watermark")
-        progress = checkpoint.snapshot.with_done(watermarks)  # type: ignore[union-attr]
         committed = Checkpoint(
             table=checkpoint.table,
             batch=checkpoint.batch,
             phase="snapshot",
             run_id=checkpoint.run_id,
-            snapshot=progress,
+            snapshot=checkpoint.snapshot.with_done(watermarks),  # type: ignore[union-attr]
         )
-        rows = staged.where(F.col("_op") != MARKER_OP).drop(CHUNK_COLUMN)
-        count = rows.count()  # served from the cache, like the write below
-        bronze.append(rows, bronze_path, committed)
+        if direct:
+            _commit_files(spark, bronze_path, staged, committed)
+            committed_files = True
+        else:
+            files = [s.path for s in staged if s.path is not None]
+            rows = (spark.read.schema(schema).parquet(*files) if files
+                    else spark.createDataFrame([], _nullable(schema)))
+            bronze.append(rows, bronze_path, committed)
     finally:
-        staged.unpersist()
-    return watermarks, int(count)
+        if not direct:
+            shutil.rmtree(folder, ignore_errors=True)
+        elif not committed_files:  # never referenced by the table: remove them now
+            for chunk in staged:
+                if chunk.path is not None:
+                    Path(chunk.path).unlink(missing_ok=True)
+    return watermarks, sum(s.rows for s in staged)
+
+
+def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
+    """Bronze with its schema and no files yet (no checkpoint either: latest_checkpoint skips
+    it). Delta refuses to create a table in a folder that already holds files."""
+    if bronze.exists(spark, path):
+        return
+    from delta.tables import DeltaTable
+
+    try:
+        DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema)).execute()
+    except (CapturedException, Py4JJavaError) as exc:
+        # Another run created it at the same moment: the same empty table, so go on; the
+        # commit tells whether that run also took this batch.
+        if not (bronze.is_commit_conflict(exc) and bronze.exists(spark, path)):
+            raise
+
+
+def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
+                  checkpoint: Checkpoint) -> None:
+    """One idempotent Delta commit of the chunks' files, with ``checkpoint`` as its metadata."""
+    batch = checkpoint.batch
+    files = [deltafiles.DataFile(s.path, s.rows, {"_batch": batch}, {"_batch": batch}, {"_batch": 0})
+             for s in staged if s.path is not None]
+    try:
+        deltafiles.append_files(spark, path, files, app_id=f"bronze:{checkpoint.table}",
+                                version=batch, user_metadata=checkpoint.to_json())
+    except deltafiles.AlreadyCommitted:
+        raise bronze.concurrent_bronze_write(checkpoint) from None
+    except (CapturedException, Py4JJavaError) as exc:
+        if not bronze.is_commit_conflict(exc):
+            raise
+        raise bronze.concurrent_bronze_write(checkpoint) from None
+
+
+def _nullable(schema: T.StructType) -> T.StructType:
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])

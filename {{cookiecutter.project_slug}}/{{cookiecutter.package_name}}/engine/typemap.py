@@ -329,6 +329,11 @@ def select_converter(col: ColumnInfo) -> Convert:
     return partial(_none_or, _select_step(col))
 
 
+def select_step(col: ColumnInfo) -> Convert:
+    """What :func:`select_converter` applies to a non-NULL value of ``col``."""
+    return _select_step(col)
+
+
 def binlog_converter(col: ColumnInfo) -> Convert:
     step = _binlog_step(col)
     if col.data_type == "set" and not col.nullable:

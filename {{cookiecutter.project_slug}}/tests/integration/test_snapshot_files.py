@@ -1,0 +1,86 @@
+"""Snapshot chunks written by the tasks as Parquet and committed to bronze as files: the commit is
+idempotent and exact, a refused commit leaves nothing behind, and the Spark-append path used for
+non-local lakes gives the same silver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from {{ cookiecutter.package_name }}.engine import deltafiles
+from {{ cookiecutter.package_name }}.engine.errors import ConcurrentRunError
+from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline, TablesFailed
+
+from .helpers import assert_silver_equals_exact_source, demo_specs, source_rows
+
+pytestmark = pytest.mark.integration
+
+
+def _referenced_files(spark, path: str) -> set[str]:
+    return {Path(p).name for p in spark.read.format("delta").load(path).inputFiles()}
+
+
+def _parquet_files(path: str) -> set[str]:
+    return {p.name for p in Path(path).glob("*.parquet")}
+
+
+def test_snapshot_commits_the_tasks_files_with_exact_counts_and_one_checkpoint(spark, config):
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    path = config.table_path("bronze", "orders")
+    bronze = spark.read.format("delta").load(path)
+    expected = len(source_rows(config, "orders"))
+    # count() may be answered from the files' statistics; collect() reads every row.
+    assert bronze.count() == len(bronze.collect()) == expected
+    assert bronze.where(F.col("_batch") == 1).count() == len(bronze.where(F.col("_batch") == 1).collect())
+    assert _parquet_files(path) == _referenced_files(spark, path), "an unreferenced file was left"
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    operations = [row["operation"] for row in sorted(history, key=lambda r: r["version"])]
+    assert operations[0] == "CREATE TABLE" and set(operations[1:]) == {"WRITE"}, operations
+    assert_silver_equals_exact_source(spark, config, "orders")
+
+
+def test_a_batch_number_another_run_committed_is_refused_and_leaves_no_files(spark, config, monkeypatch):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    real = deltafiles.append_files
+    calls = []
+
+    def committed_elsewhere_first(spark_, path, files, *, app_id, version, user_metadata):
+        calls.append(version)
+        # Another run commits the same batch number (with its own files) just before us.
+        real(spark_, path, [], app_id=app_id, version=version, user_metadata='{"other": "run"}')
+        return real(spark_, path, files, app_id=app_id, version=version, user_metadata=user_metadata)
+
+    monkeypatch.setattr(deltafiles, "append_files", committed_elsewhere_first)
+    with pytest.raises(TablesFailed) as failed:
+        Pipeline(config, spark, "run-1").ingest(specs)
+    assert calls == [1]
+    result = failed.value.failed[0]
+    assert "another run wrote bronze batch 1" in result.message
+    assert result.category == ConcurrentRunError("x").category
+    path = config.table_path("bronze", "customers")
+    assert spark.read.format("delta").load(path).count() == 0, "none of our rows may land"
+    assert _parquet_files(path) == _referenced_files(spark, path), "the refused batch's files must go"
+
+
+def test_appending_the_same_version_twice_is_refused_and_commits_nothing(spark, tmp_path):
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m1")
+    version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0]
+    with pytest.raises(deltafiles.AlreadyCommitted):
+        deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m2")
+    with pytest.raises(deltafiles.AlreadyCommitted):
+        deltafiles.append_files(spark, path, [], app_id="a", version=0, user_metadata="m0")
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0] == version
+
+
+def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spark, config, monkeypatch):
+    monkeypatch.setattr(deltafiles, "is_local", lambda path: False)
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    assert_silver_equals_exact_source(spark, config, "orders")
+    staging = config.target_dir / "staging"
+    assert not any(staging.rglob("*.parquet")), "staged files must be removed after the commit"
