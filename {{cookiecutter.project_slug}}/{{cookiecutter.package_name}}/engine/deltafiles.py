@@ -6,11 +6,14 @@ second pass over every row (read staged data, encode it again, collect statistic
 much CPU as reading the source. The commit goes through Delta's own optimistic transaction, so it
 carries the same guarantees as a DataFrame append:
 
-- ``SetTransaction(app_id, version)`` makes it idempotent, exactly as the ``txnAppId`` /
-  ``txnVersion`` write options do. The transaction reads the app id's last version first: when
-  another run already committed this version, nothing is committed and
-  :class:`~.errors.ConcurrentRunError` is raised (a DataFrame append would skip silently); when
-  another run commits it concurrently, Delta's conflict check fails this commit.
+- ``SetTransaction(app_id, version)`` records the version, as the ``txnAppId`` /
+  ``txnVersion`` write options do. When the app id already committed this version (another
+  run took the same batch number), nothing is committed and :class:`AlreadyCommitted` is raised
+  (a DataFrame append would skip silently). The app id's last version is found by reading the
+  newest commit files back to the one that carries it, usually the very last one: Delta's own
+  lookup (``txnVersion``) rebuilds the table state with a Spark job, 1-5 s per commit.
+- The transaction declares it read the whole table, so any commit that lands between its start
+  and its end is a conflict: Delta fails this commit instead of appending beside it.
 - The commit info records a ``WRITE`` with ``user_metadata`` (the checkpoint), like the append.
 - Each file's statistics are exact: its row count and the min/max of the columns given (Delta
   answers ``COUNT(*)`` and skips files from them, so they must never be wrong).
@@ -27,6 +30,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -59,6 +63,22 @@ def local_path(path: str) -> str:
     return path[len("file:"):] if path.startswith("file:") else path
 
 
+def last_txn_version(log_dir: Path, newest: int, app_id: str) -> int | None:
+    """The last ``SetTransaction`` version of ``app_id`` in commits ``newest``, ``newest - 1``,
+    ...; -1 when no commit back to version 0 has one; None when a needed commit file is gone
+    (log cleanup after a checkpoint), so the caller must ask Delta."""
+    for version in range(newest, -1, -1):
+        try:
+            lines = (log_dir / f"{version:020d}.json").read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        for line in lines:
+            txn = json.loads(line).get("txn") if '"txn"' in line else None
+            if txn is not None and txn.get("appId") == app_id:
+                return int(txn["version"])
+    return -1
+
+
 def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile], *, app_id: str,
                  version: int, user_metadata: str) -> int:
     """Commit ``files`` to the existing Delta table at ``table_path``; returns the new version.
@@ -70,9 +90,13 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
     delta = jvm.org.apache.spark.sql.delta
     log = delta.DeltaLog.forTable(jspark, table_path)
     txn = log.startTransaction()
-    if txn.txnVersion(app_id) >= version:
-        raise AlreadyCommitted(f"{app_id} already committed version {version}")
+    txn.readWholeTable()
     root = local_path(str(log.dataPath().toUri().getPath())).rstrip("/") + "/"
+    last = last_txn_version(Path(root) / "_delta_log", int(txn.snapshot().version()), app_id)
+    if last is None:
+        last = int(txn.txnVersion(app_id))  # the commit files were cleaned up: ask Delta
+    if last >= version:
+        raise AlreadyCommitted(f"{app_id} already committed version {version}")
     none = jvm.scala.Option.empty()
     empty_map = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
     now_ms = int(time.time() * 1000)

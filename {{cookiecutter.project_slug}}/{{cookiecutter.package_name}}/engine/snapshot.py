@@ -11,10 +11,10 @@ the file. The driver then commits every file of the batch to bronze in one Delta
 checkpoint holds those watermarks. Nothing is cached and no row is converted in Python one at a
 time.
 
-On a local lake the tasks write straight into bronze's folder and the driver commits those
-files (:mod:`deltafiles`): the JVM never touches the rows. Other lake roots (s3a://...) get the
-files staged under the project's ``target/staging`` and appended by Spark; the staging folder
-must then be visible to every executor (it is, on the default local master).
+The tasks write their files under the project's ``target/staging`` (which every executor must
+see: it does on the default local master). On a local lake the driver moves them into bronze's
+folder and commits them as they are (:mod:`deltafiles`): the JVM never touches the rows. Other
+lake roots (s3a://...) get the staged files appended by Spark.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import datetime as dt
 import os
 import re
 import shutil
+import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,16 +159,14 @@ def snapshot_batch(
     """Read ``chunks`` in parallel and commit them to bronze with ``checkpoint`` updated by
     their watermarks. Returns the watermarks and the number of rows written."""
     direct = deltafiles.is_local(bronze_path)
-    folder = (Path(deltafiles.local_path(bronze_path)) if direct
-              else staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}")
-    if not direct:
-        shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     schema = bronze.bronze_schema(spark_schema(table))
-    if direct:
-        _create_table(spark, bronze_path, schema)  # before any file lands in its folder
-    staged: list[StagedChunk] = []
-    committed_files = False
+    # A new bronze table is created while the tasks read: its first Delta operation costs the
+    # JVM seconds of warm-up, which then overlap with the read instead of following it.
+    creating = Background(_create_table, spark, bronze_path, schema) if direct else None
+    moved: list[Path] = []
     try:
         tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder))
                  for c in chunks]
@@ -175,6 +174,9 @@ def snapshot_batch(
             staged = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(stage_chunks).collect()
         except (PythonException, Py4JJavaError) as exc:
             raise task_error(exc, table.table) from None
+        finally:
+            if creating is not None:
+                creating.result()
         watermarks = {s.index: s.watermark for s in staged}
         missing = {c.index for c in chunks} - set(watermarks)
         if missing:
@@ -186,22 +188,49 @@ def snapshot_batch(
             run_id=checkpoint.run_id,
             snapshot=checkpoint.snapshot.with_done(watermarks),  # type: ignore[union-attr]
         )
+        files = [s for s in staged if s.path is not None]
         if direct:
-            _commit_files(spark, bronze_path, staged, committed)
-            committed_files = True
+            # Into the table's folder only now: Delta will not create a table in a folder
+            # that holds files, and files there that no commit references are litter.
+            target = Path(deltafiles.local_path(bronze_path))
+            placed = []
+            for chunk in files:
+                destination = target / Path(chunk.path).name  # type: ignore[arg-type]
+                shutil.move(chunk.path, destination)  # type: ignore[arg-type]
+                moved.append(destination)
+                placed.append(StagedChunk(chunk.index, chunk.watermark, chunk.rows, str(destination)))
+            _commit_files(spark, bronze_path, placed, committed)
+            moved = []
         else:
-            files = [s.path for s in staged if s.path is not None]
-            rows = (spark.read.schema(schema).parquet(*files) if files
+            paths = [s.path for s in files]
+            rows = (spark.read.schema(schema).parquet(*paths) if paths
                     else spark.createDataFrame([], _nullable(schema)))
             bronze.append(rows, bronze_path, committed)
     finally:
-        if not direct:
-            shutil.rmtree(folder, ignore_errors=True)
-        elif not committed_files:  # never referenced by the table: remove them now
-            for chunk in staged:
-                if chunk.path is not None:
-                    Path(chunk.path).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        for path in moved:  # moved but not committed: never referenced, remove them now
+            path.unlink(missing_ok=True)
     return watermarks, sum(s.rows for s in staged)
+
+
+class Background:
+    """Runs ``fn(*args)`` on a thread; :meth:`result` waits and re-raises its error."""
+
+    def __init__(self, fn: Callable[..., object], *args: object):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., object], args: tuple[object, ...]) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
