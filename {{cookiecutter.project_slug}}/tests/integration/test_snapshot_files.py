@@ -4,6 +4,7 @@ non-local lakes gives the same silver."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,47 @@ def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spar
     assert_silver_equals_exact_source(spark, config, "orders")
     staging = config.target_dir / "staging"
     assert not any(staging.rglob("*.parquet")), "staged files must be removed after the commit"
+
+
+def _one_chunk_per_commit(config):
+    return replace(config, defaults=replace(config.defaults, commit_rows=config.defaults.chunk_size))
+
+
+def _silver_versions(spark, config, table: str) -> list[tuple[str, str | None]]:
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{config.table_path('silver', table)}`").collect()
+    return [(r["operation"], r["userMetadata"]) for r in sorted(history, key=lambda r: r["version"])]
+
+
+def _assert_silver_is_the_source_row_for_row(spark, config, table: str) -> None:
+    silver = spark.read.format("delta").load(config.table_path("silver", table))
+    assert silver.count() == len(silver.collect()) == len(source_rows(config, table))
+    assert_silver_equals_exact_source(spark, config, table)
+
+
+def test_snapshot_batches_go_to_silver_as_files_one_commit_per_batch(spark, config):
+    config = _one_chunk_per_commit(config)
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    results = Pipeline(config, spark, "run-1").ingest(specs)
+    commits = _silver_versions(spark, config, "orders")
+    seeded = [meta for operation, meta in commits if operation == "WRITE" and meta]
+    snapshot_batches = results[0].batch - 1  # the last batch is the binlog catch-up's
+    assert snapshot_batches > 1
+    assert seeded[: snapshot_batches] == [f'{{"bronze_batch": {b}}}' for b in range(1, snapshot_batches + 1)]
+    _assert_silver_is_the_source_row_for_row(spark, config, "orders")
+
+
+def test_a_silver_commit_lost_after_its_bronze_commit_is_merged_later(spark, config, monkeypatch):
+    real = deltafiles.append_files
+
+    def silver_fails_at_batch_2(spark_, path, files, *, app_id, version, user_metadata):
+        if app_id.startswith("silver:") and version == 2:
+            raise RuntimeError("killed between the bronze and the silver commit")
+        return real(spark_, path, files, app_id=app_id, version=version, user_metadata=user_metadata)
+
+    monkeypatch.setattr(deltafiles, "append_files", silver_fails_at_batch_2)
+    config = _one_chunk_per_commit(config)
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    operations = [operation for operation, _ in _silver_versions(spark, config, "orders")]
+    assert "MERGE" in operations, "batches after the lost one must reach silver by MERGE"
+    _assert_silver_is_the_source_row_for_row(spark, config, "orders")

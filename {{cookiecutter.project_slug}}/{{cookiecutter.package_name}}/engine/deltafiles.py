@@ -63,6 +63,12 @@ def local_path(path: str) -> str:
     return path[len("file:"):] if path.startswith("file:") else path
 
 
+def newest_version(log_dir: Path) -> int | None:
+    """The newest commit version in a ``_delta_log`` folder; None when it holds no commit."""
+    versions = [int(p.name[:20]) for p in log_dir.glob("*.json") if p.name[:20].isdigit()]
+    return max(versions) if versions else None
+
+
 def last_txn_version(log_dir: Path, newest: int, app_id: str) -> int | None:
     """The last ``SetTransaction`` version of ``app_id`` in commits ``newest``, ``newest - 1``,
     ...; -1 when no commit back to version 0 has one; None when a needed commit file is gone

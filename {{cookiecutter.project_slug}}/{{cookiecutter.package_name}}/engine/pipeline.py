@@ -173,6 +173,8 @@ class Pipeline:
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=batch,
                 bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
+                # A silver transform is Spark code: silver then takes the rows by MERGE only.
+                silver_path=self.config.table_path("silver", spec.name) if spec.transform is None else None,
             )
             checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id,
                                     snapshot=checkpoint.snapshot.with_done(watermarks))

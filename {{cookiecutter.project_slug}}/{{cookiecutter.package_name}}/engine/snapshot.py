@@ -20,17 +20,20 @@ lake roots (s3a://...) get the staged files appended by Spark.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 import os
 import re
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
@@ -46,9 +49,12 @@ from .config import SourceProfile
 from .introspect import TableSchema
 from .positions import BinlogPosition, sequence
 from .resultset import TextResult
+from .silver import SILVER_META
 from .source import connection, qualified, start_consistent_snapshot
 from .textcolumns import column_converter
 from .typemap import select_list, spark_schema
+
+log = logging.getLogger(__name__)
 
 ROW_GROUP_ROWS = 131_072  # rows gathered before a Parquet row group is written
 
@@ -62,7 +68,8 @@ class ChunkTask:
     chunk: Chunk
     run_id: str
     batch: int
-    folder: str  # where the chunk's Parquet file goes: bronze's folder, or a staging folder
+    folder: str  # the staging folder for the chunk's Parquet file(s)
+    seed_silver: bool = False  # also write the chunk's rows in silver's shape
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class StagedChunk:
     watermark: BinlogPosition
     rows: int
     path: str | None  # None when the chunk is empty
+    silver_path: str | None = None
+    key_min: dict[str, int] = field(default_factory=dict)  # integer key columns only
+    key_max: dict[str, int] = field(default_factory=dict)
 
 
 def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
@@ -79,17 +89,18 @@ def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
         yield stage_chunk(task)
 
 
+def silver_columns(table: TableSchema) -> list[str]:
+    """Silver's columns: the source's and the change metadata silver keeps."""
+    return [*table.column_names, *SILVER_META]
+
+
 def stage_chunk(task: ChunkTask) -> StagedChunk:
     table = task.table
     schema = arrow_schema(bronze.bronze_schema(spark_schema(table)))
     where, args = chunk_predicate(table.key, task.chunk)
     # FLOAT widened to DOUBLE: exact, like the binlog's float32.
     sql = f"SELECT {select_list(table)} FROM {qualified(table.schema, table.table)} WHERE {where}"
-    # A unique name: a retried task's earlier file is never committed, so it cannot collide.
-    path = os.path.join(task.folder, f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet")
     now = dt.datetime.now(dt.UTC)
-    rows = 0
-    writer: pq.ParquetWriter | None = None
     with connection(task.profile) as conn:
         watermark = start_consistent_snapshot(conn)
         meta = ("r", sequence(watermark, 0), watermark.file, watermark.offset, None, now,
@@ -101,29 +112,79 @@ def stage_chunk(task: ChunkTask) -> StagedChunk:
         # Each meta column holds one value for the whole chunk: repeat a one-value array.
         singles = [pa.array([value], type=field.type)
                    for value, field in zip(meta, list(schema)[len(table.columns):], strict=True)]
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
-        try:
+        with _ChunkFiles(task, schema) as files:
             for block in result.blocks():
                 count = len(block[0])
                 data = [convert(raw) for convert, raw in zip(converters, block, strict=True)]
                 repeat = pa.array(np.zeros(count, dtype=np.int32))
                 constants = [single.take(repeat) for single in singles]
-                pending.append(pa.RecordBatch.from_arrays([*data, *constants], schema=schema))
-                pending_rows += count
-                rows += count
-                if pending_rows >= ROW_GROUP_ROWS:
-                    writer = writer or pq.ParquetWriter(path, schema, compression="snappy")
-                    writer.write_table(pa.Table.from_batches(pending))
-                    pending, pending_rows = [], 0
-            if pending:
-                writer = writer or pq.ParquetWriter(path, schema, compression="snappy")
-                writer.write_table(pa.Table.from_batches(pending))
-        finally:
-            if writer is not None:
-                writer.close()
+                files.add(pa.RecordBatch.from_arrays([*data, *constants], schema=schema))
         conn.commit()
-    return StagedChunk(task.chunk.index, watermark, rows, path if writer is not None else None)
+    return files.staged(task.chunk.index, watermark)
+
+
+class _ChunkFiles:
+    """The chunk's bronze file (and silver-shaped twin), written in row groups of
+    ``ROW_GROUP_ROWS``; also the min/max of integer key columns, for silver's file statistics."""
+
+    def __init__(self, task: ChunkTask, schema: pa.Schema):
+        # Unique names: a retried task's earlier files are never committed, so cannot collide.
+        name = f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+        self._schema = schema
+        self._path = os.path.join(task.folder, name)
+        self._silver_path = os.path.join(task.folder, "silver", name) if task.seed_silver else None
+        self._silver_columns = silver_columns(task.table)
+        self._keys = [k for k in task.table.key if pa.types.is_integer(schema.field(k).type)]
+        self._writers: list[pq.ParquetWriter] = []
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self.rows = 0
+        self._min: dict[str, int] = {}
+        self._max: dict[str, int] = {}
+
+    def __enter__(self) -> _ChunkFiles:
+        return self
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        self.rows += batch.num_rows
+        for key in self._keys:
+            low, high = pc.min_max(batch.column(key)).values()
+            if low.is_valid:
+                self._min[key] = min(self._min.get(key, low.as_py()), low.as_py())
+                self._max[key] = max(self._max.get(key, high.as_py()), high.as_py())
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        rows = pa.Table.from_batches(self._pending)
+        if not self._writers:
+            self._writers.append(pq.ParquetWriter(self._path, self._schema, compression="snappy"))
+            if self._silver_path is not None:
+                os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
+                silver = rows.select(self._silver_columns).schema
+                self._writers.append(pq.ParquetWriter(self._silver_path, silver, compression="snappy"))
+        self._writers[0].write_table(rows)
+        if self._silver_path is not None:
+            self._writers[1].write_table(rows.select(self._silver_columns))
+        self._pending, self._pending_rows = [], 0
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        try:
+            if kind is None:
+                self._flush()
+        finally:
+            for writer in self._writers:
+                writer.close()
+
+    def staged(self, index: int, watermark: BinlogPosition) -> StagedChunk:
+        if not self._writers:
+            return StagedChunk(index, watermark, 0, None)
+        return StagedChunk(index, watermark, self.rows, self._path, self._silver_path,
+                           self._min, self._max)
 
 
 _TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")
@@ -155,10 +216,15 @@ def snapshot_batch(
     bronze_path: str,
     checkpoint: Checkpoint,
     staging: Path,
+    silver_path: str | None = None,
 ) -> tuple[dict[int, BinlogPosition], int]:
     """Read ``chunks`` in parallel and commit them to bronze with ``checkpoint`` updated by
-    their watermarks. Returns the watermarks and the number of rows written."""
+    their watermarks. Returns the watermarks and the number of rows written.
+
+    With ``silver_path`` (no silver transform), the same rows also go to silver as plain files
+    when silver is exactly one batch behind (see :func:`_seeds_silver`)."""
     direct = deltafiles.is_local(bronze_path)
+    seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
     folder = staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -168,7 +234,7 @@ def snapshot_batch(
     creating = Background(_create_table, spark, bronze_path, schema) if direct else None
     moved: list[Path] = []
     try:
-        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder))
+        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder), seed)
                  for c in chunks]
         try:
             staged = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(stage_chunks).collect()
@@ -201,6 +267,8 @@ def snapshot_batch(
                 placed.append(StagedChunk(chunk.index, chunk.watermark, chunk.rows, str(destination)))
             _commit_files(spark, bronze_path, placed, committed)
             moved = []
+            if seed:
+                _seed_silver(spark, silver_path, table, files, committed)  # type: ignore[arg-type]
         else:
             paths = [s.path for s in files]
             rows = (spark.read.schema(schema).parquet(*paths) if paths
@@ -231,6 +299,57 @@ class Background:
         self._thread.join()
         if self._error is not None:
             raise self._error
+
+
+def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
+    """Whether this snapshot batch's rows may go to silver as plain inserts.
+
+    During the snapshot silver receives nothing but snapshot rows (binlog changes are merged
+    only once every chunk is read), and chunks are disjoint key ranges: so while silver holds
+    exactly the batches before this one, this batch's rows are new keys and silver may take
+    them as they are, without a MERGE. Any other state (a crash between the bronze and the
+    silver commit, an unreadable log) leaves silver to the MERGE at the end of the run."""
+    log_dir = Path(deltafiles.local_path(silver_path)) / "_delta_log"
+    if not log_dir.is_dir():
+        return checkpoint.batch == 1
+    newest = deltafiles.newest_version(log_dir)
+    if newest is None:
+        return False
+    applied = deltafiles.last_txn_version(log_dir, newest, f"silver:{checkpoint.table}")
+    return applied == checkpoint.batch - 1
+
+
+def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
+                 files: Sequence[StagedChunk], checkpoint: Checkpoint) -> None:
+    """Commit the batch's silver-shaped files to silver, as ``silver.apply`` would record a
+    MERGE of this batch. A failure only leaves the batch to that MERGE."""
+    target = Path(deltafiles.local_path(silver_path))
+    moved: list[Path] = []
+    try:
+        schema = _silver_schema(table)
+        _create_table(spark, silver_path, schema)
+        placed = []
+        for chunk in files:
+            destination = target / Path(chunk.silver_path).name  # type: ignore[arg-type]
+            shutil.move(chunk.silver_path, destination)  # type: ignore[arg-type]
+            moved.append(destination)
+            placed.append(deltafiles.DataFile(
+                str(destination), chunk.rows, chunk.key_min, chunk.key_max, dict.fromkeys(chunk.key_min, 0)))
+        deltafiles.append_files(spark, silver_path, placed, app_id=f"silver:{checkpoint.table}",
+                                version=checkpoint.batch,
+                                user_metadata=json.dumps({"bronze_batch": checkpoint.batch}))
+        moved = []
+    except Exception as exc:  # silver catches up by MERGE at the end of the run
+        log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
+                    checkpoint.table, checkpoint.batch, str(exc).splitlines()[0][:200])
+    finally:
+        for path in moved:
+            path.unlink(missing_ok=True)
+
+
+def _silver_schema(table: TableSchema) -> T.StructType:
+    fields = {f.name: f for f in bronze.bronze_schema(spark_schema(table)).fields}
+    return T.StructType([fields[name] for name in silver_columns(table)])
 
 
 def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
