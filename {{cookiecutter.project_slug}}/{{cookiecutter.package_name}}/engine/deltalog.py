@@ -1,0 +1,81 @@
+"""A Delta table's newest commits, read as files instead of through ``DeltaTable.history()``.
+
+``history()`` is a Spark job, and without a limit it reads every commit file of the table: per
+follow-mode batch that is a fixed cost of a few hundred milliseconds, and it grows with the table.
+What the pipeline asks of the log (did our commit land, the newest checkpoint, the last bronze
+batch merged into silver) is nearly always answered by the newest commit, so these helpers read
+commit files from the newest one back, one small read each, through Delta's own ``DeltaLog`` and
+log store (so any Hadoop file system works), and the caller stops at the first that answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one commit file says about itself: its commit info and its transaction ids."""
+
+    version: int
+    operation: str | None
+    user_metadata: str | None
+    txns: Mapping[str, int]  # SetTransaction app id -> version
+
+
+def delta_log(spark: SparkSession, path: str):  # -> JavaObject (org.apache.spark.sql.delta.DeltaLog)
+    """Delta's cached log object of the table at ``path`` (no I/O until it is asked something)."""
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+def newest_version(spark: SparkSession, path: str) -> int:
+    """The table's newest commit version, -1 when there is no table (one listing of the log)."""
+    none = spark._jvm.scala.Option.empty()
+    return int(delta_log(spark, path).update(False, none, none).version())
+
+
+def table_property(spark: SparkSession, path: str, name: str) -> str | None:
+    """A table property of the newest snapshot (``None`` when unset or there is no table)."""
+    none = spark._jvm.scala.Option.empty()
+    value = delta_log(spark, path).update(False, none, none).metadata().configuration().get(name)
+    return str(value.get()) if value.isDefined() else None
+
+
+def commits_back(spark: SparkSession, path: str, newest: int | None = None) -> Iterator[Commit]:
+    """Commits ``newest``, ``newest - 1``, ... 0 (default: from the newest one).
+
+    Stops early where a commit file is gone (the log was cleaned up after a checkpoint): such
+    commits are not in ``history()`` either."""
+    log = delta_log(spark, path)
+    if newest is None:
+        newest = newest_version(spark, path)
+    jvm = spark._jvm
+    store, conf, log_path = log.store(), log.newDeltaHadoopConf(), log.logPath()
+    for version in range(newest, -1, -1):
+        try:
+            lines = store.read(jvm.org.apache.hadoop.fs.Path(log_path, f"{version:020d}.json"), conf)
+        except Py4JJavaError as exc:
+            if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
+                return
+            raise
+        yield parse_commit(version, str(lines.mkString("\n")).splitlines())
+
+
+def parse_commit(version: int, lines: list[str]) -> Commit:
+    """The commit info and transaction ids of a commit file's lines (its data files are skipped
+    unparsed: their statistics make up nearly all of the file)."""
+    info: dict = {}
+    txns: dict[str, int] = {}
+    for line in lines:
+        head = line.lstrip("{ \t")  # each line is one action: {"<kind>": {...}}
+        if head.startswith('"commitInfo"'):
+            info = json.loads(line)["commitInfo"]
+        elif head.startswith('"txn"'):
+            txn = json.loads(line)["txn"]
+            txns[txn["appId"]] = int(txn["version"])
+    return Commit(version, info.get("operation"), info.get("userMetadata"), txns)
