@@ -374,15 +374,7 @@ def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
     batch = checkpoint.batch
     files = [deltafiles.DataFile(s.path, s.rows, {"_batch": batch}, {"_batch": batch}, {"_batch": 0})
              for s in staged if s.path is not None]
-    try:
-        deltafiles.append_files(spark, path, files, app_id=f"bronze:{checkpoint.table}",
-                                version=batch, user_metadata=checkpoint.to_json())
-    except deltafiles.AlreadyCommitted:
-        raise bronze.concurrent_bronze_write(checkpoint) from None
-    except (CapturedException, Py4JJavaError) as exc:
-        if not bronze.is_commit_conflict(exc):
-            raise
-        raise bronze.concurrent_bronze_write(checkpoint) from None
+    bronze.commit_files(spark, path, files, checkpoint)
 
 
 def _nullable(schema: T.StructType) -> T.StructType:
