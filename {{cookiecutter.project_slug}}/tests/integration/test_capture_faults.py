@@ -129,7 +129,7 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
     config = replace(config, defaults=replace(config.defaults, flush_rows=2000))
     Pipeline(config, spark, "run-1").ingest(SPEC)
     _many_transactions(mariadb, db, transactions=60, rows=1000)
-    real_append = bronze.append
+    real_append = bronze.append_rows
     slow: list[float] = []
 
     def slow_first_append(*args, **kwargs):
@@ -138,7 +138,7 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
             time.sleep(6)  # three times the server's write timeout below
         return real_append(*args, **kwargs)
 
-    monkeypatch.setattr(bronze, "append", slow_first_append)
+    monkeypatch.setattr(bronze, "append_rows", slow_first_append)
     with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
         cur.execute("SELECT @@global.net_write_timeout")
         saved = int(cur.fetchone()[0])

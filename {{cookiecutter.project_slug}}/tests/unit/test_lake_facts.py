@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from {{ cookiecutter.package_name }}.engine.deltalog import parse_commit
-from {{ cookiecutter.package_name }}.engine.silver import arrow_facts
+from {{ cookiecutter.package_name }}.engine.silver import _held, arrow_facts
 
 
 def _schema(**types: T.DataType) -> T.StructType:
@@ -66,3 +66,17 @@ def test_a_commit_without_commit_info_or_transaction_has_neither():
     commit = parse_commit(0, [json.dumps({"protocol": {"minReaderVersion": 1}})])
 
     assert (commit.operation, commit.user_metadata, dict(commit.txns)) == (None, None, {})
+
+
+def _batch(*ids: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64())})
+
+
+def test_silver_takes_batches_from_memory_only_when_it_holds_every_batch_to_apply():
+    recent = {3: _batch(1, 2), 4: _batch(3), 5: _batch(4, 5)}
+
+    assert _held(recent, 2, 5).column("id").to_pylist() == [1, 2, 3, 4, 5]  # in batch order
+    assert _held(recent, 3, 4).column("id").to_pylist() == [3]
+    assert _held(recent, 1, 5) is None  # batch 2 is not held: read bronze
+    assert _held(recent, 2, 6) is None
+    assert _held({}, 2, 3) is None and _held(None, 2, 3) is None

@@ -1,6 +1,6 @@
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition, sequence
+from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition, bytes_behind, sequence
 
 
 def test_positions_compare_by_file_number_not_by_string():
@@ -34,3 +34,13 @@ def test_json_round_trip():
 def test_out_of_range_row_index_is_refused():
     with pytest.raises(ValueError):
         sequence(BinlogPosition("b.000001", 4), -1)
+
+
+def test_bytes_behind_within_one_file_and_across_files():
+    sizes = {"b.000001": 1000, "b.000002": 500, "b.000003": 300}
+    assert bytes_behind(BinlogPosition("b.000003", 100), BinlogPosition("b.000003", 300), sizes) == 200
+    assert bytes_behind(BinlogPosition("b.000001", 900), BinlogPosition("b.000003", 120), sizes) == 100 + 500 + 120
+    assert bytes_behind(BinlogPosition("b.000003", 300), BinlogPosition("b.000003", 300), {}) == 0
+    assert bytes_behind(BinlogPosition("b.000004", 4), BinlogPosition("b.000003", 300), {}) == 0
+    # A purged file counts as empty.
+    assert bytes_behind(BinlogPosition("b.000001", 900), BinlogPosition("b.000003", 120), {"b.000003": 300}) == 120

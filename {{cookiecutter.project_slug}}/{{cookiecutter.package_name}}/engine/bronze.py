@@ -84,22 +84,23 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint) -> None:
 
 
 def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T.StructType,
-                checkpoint: Checkpoint) -> None:
-    """:func:`append` for rows in the driver's memory (canonical tuples in ``schema``'s order).
+                checkpoint: Checkpoint) -> pa.Table:
+    """:func:`append` for rows in the driver's memory (canonical tuples in ``schema``'s order);
+    returns them as the Arrow table that was committed.
 
     On a local lake whose bronze exists, the rows go to one Parquet file written by pyarrow in
     the table's folder and are committed by :func:`commit_files`: no Spark job, and no per-row
     Python-to-JVM conversion (which cost more than decoding the binlog). Elsewhere they cross to
     Spark as one Arrow table."""
-    batch = rows_to_batch(rows, arrow_schema(schema))
+    table = pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
     if not (deltafiles.is_local(path) and exists(spark, path)):
-        append(spark.createDataFrame(pa.Table.from_batches([batch]), schema=schema), path, checkpoint)
-        return
+        append(spark.createDataFrame(table, schema=schema), path, checkpoint)
+        return table
     files = []
     if rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         file = os.path.join(deltafiles.local_path(path), name)
-        pq.write_table(pa.Table.from_batches([batch]), file, compression="snappy")
+        pq.write_table(table, file, compression="snappy")
         files.append(deltafiles.DataFile(file, len(rows), {"_batch": checkpoint.batch},
                                          {"_batch": checkpoint.batch}, {"_batch": 0}))
     try:
@@ -108,6 +109,7 @@ def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T
         for data in files:  # never referenced by a commit: remove it now rather than leave litter
             os.unlink(data.path)
         raise
+    return table
 
 
 def commit_files(spark: SparkSession, path: str, files: Sequence[deltafiles.DataFile],

@@ -14,7 +14,9 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
+import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
@@ -26,12 +28,16 @@ from .config import ProjectConfig
 from .errors import FatalError, IngestError, SourceUnavailableError
 from .introspect import TableSchema
 from .positions import BinlogPosition, sequence
-from .prefetch import Prefetcher
+from .prefetch import ProcessPrefetcher
+from .silver import LOCAL_BATCH_ROWS
 from .source import query
 from .tables import TableSpec
 from .typemap import row_converter, spark_schema
 
 log = logging.getLogger(__name__)
+# The line that opens every catch-up; follow mode keeps it in the log file (its own cycle line
+# says the same on the console).
+READING = "binlog: reading %s .. %s"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,10 @@ class TableCapture:
     rows: list[tuple] = field(default_factory=list)
     failure: IngestError | None = None
     binlog_rows: int = 0
+    # The bronze batches committed by this catch-up, as written, while they add up to at most
+    # silver.LOCAL_BATCH_ROWS rows: silver then merges them without reading bronze back.
+    recent: dict[int, pa.Table] = field(default_factory=dict)
+    recent_rows: int = 0
 
 
 def table_stopped(table: str, detail: str) -> FatalError:
@@ -74,14 +84,22 @@ def schema_changed(table: str, detail: str) -> FatalError:
     return table_stopped(table, f"schema change ({detail}) is not supported yet")
 
 
+def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
+    """Where the binlog phase of a table resumes: every change at or before it is in bronze
+    (``None`` while no snapshot chunk is done)."""
+    if checkpoint.position is not None:
+        return checkpoint.position
+    progress = checkpoint.snapshot
+    if progress is not None and progress.done:
+        return progress.low_watermark
+    return None
+
+
 def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
                 checkpoint: Checkpoint, delivery: str) -> TableCapture:
     progress = checkpoint.snapshot
-    if checkpoint.position is not None:
-        start = checkpoint.position
-    elif progress is not None and progress.done:
-        start = progress.low_watermark
-    else:
+    start = resume_position(checkpoint)
+    if start is None:
         raise FatalError(f"table {spec.name}: checkpoint has neither a position nor chunks", table=spec.name)
     locator = None
     if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
@@ -103,6 +121,15 @@ def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[Ro
     stale = {id(c) for c, chunk in zip(window, chunks, strict=True)
              if c.position <= progress.done[chunk.index]}
     return [c for c in changes if id(c) not in stale]
+
+
+def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
+    """The reader process's work (a module-level function, so that it pickles)."""
+    return source.transactions(start, stop)
+
+
+def transaction_weight(transaction: Transaction) -> int:
+    return len(transaction.changes) + 1
 
 
 def purged_tables(conn: pymysql.connections.Connection, captures: Sequence[TableCapture]) -> list[TableCapture]:
@@ -141,7 +168,7 @@ class CatchUp:
             self.config.source, self._server_id(), self.config.source.database,
             {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
         )
-        log.info("binlog: reading %s .. %s", start, stop)
+        log.info(READING, start, stop)
         position = start
         buffered = 0
         started = time.monotonic()
@@ -170,9 +197,8 @@ class CatchUp:
         attempt = 0
         while True:
             try:
-                reader = Prefetcher(source.transactions(position, stop),
-                                    weight=lambda tx: len(tx.changes) + 1,
-                                    join_timeout=self.retry.read_timeout_s + 5)
+                reader = ProcessPrefetcher(partial(read_transactions, source, position, stop),
+                                           weight=transaction_weight)
                 for transaction in reader:
                     attempt = 0
                     position = transaction.end
@@ -239,13 +265,18 @@ class CatchUp:
             target = max(position, capture.start)
             checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
             try:
-                schema = bronze.bronze_schema(spark_schema(capture.schema))
-                frame = self.spark.createDataFrame(capture.rows, schema)
-                bronze.append(frame, self.config.table_path("bronze", capture.spec.name), checkpoint)
+                written = bronze.append_rows(self.spark, self.config.table_path("bronze", capture.spec.name),
+                                             capture.rows, bronze.bronze_schema(spark_schema(capture.schema)),
+                                             checkpoint)
             except Exception as exc:  # one table's failed commit never stops the others
                 self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
                 continue
             capture.binlog_rows += len(capture.rows)
+            capture.recent_rows += len(capture.rows)
+            if capture.recent_rows <= LOCAL_BATCH_ROWS:
+                capture.recent[checkpoint.batch] = written
+            else:
+                capture.recent.clear()  # silver reads these batches from bronze instead
             capture.checkpoint = checkpoint
             capture.start = target
             capture.rows = []

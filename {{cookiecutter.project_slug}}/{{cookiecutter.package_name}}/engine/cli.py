@@ -2,7 +2,8 @@
 2 usage or configuration error, 130 interrupted (Ctrl-C).
 
 Every error reaches the user as one line on stderr; its details (traceback, JVM stack trace) go
-to ``target/lakehouse.log``, and ``ingest`` and ``dq`` record it in ``target/run_results.json``.
+to ``target/lakehouse.log``, and ``ingest``, ``follow`` and ``dq`` record it in
+``target/run_results.json``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import importlib
 import logging
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ log = logging.getLogger("lakehouse")
 
 LOG_FILE = "lakehouse.log"
 # The commands whose every outcome is recorded in run_results.json.
-RECORDED_COMMANDS = frozenset({"ingest", "dq"})
+RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq"})
 INTERRUPTED = "interrupted; progress up to the last commit is kept"
 # Log records with this attribute set go to the log file only, not to the console.
 FILE_ONLY = {"file_only": True}
@@ -66,6 +68,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
     ingest = selectable("ingest", "snapshot new tables, catch up on the binlog, merge silver")
     ingest.add_argument("--full-refresh", action="store_true", help="drop bronze and silver and re-snapshot")
+    follow = selectable("follow", "ingest cycles back to back until stopped (Ctrl-C or SIGTERM ends the "
+                                  "current cycle, then exits)")
+    follow.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
+                        help="start a cycle at most this often; an idle cycle waits the rest (default 1)")
+    follow.add_argument("--max-cycles", type=_count, default=None, metavar="N", help="stop after N cycles")
+    follow.add_argument("--max-seconds", type=_seconds, default=None, metavar="S", help="stop after S seconds")
     selectable("dq", "run the Great Expectations checks against the source at one binlog position")
     selectable("status", "show each table's phase, bronze batch and binlog position")
     add = commands.add_parser("add-table", help="scaffold a table module by introspecting the source")
@@ -75,6 +83,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     source.add_argument("action", choices=["up", "down", "status", "changes"])
     commands.add_parser("spark-check", help="start Spark with Delta once (resolves and caches the jars)")
     return parser
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a count >= 1")
+    return value
 
 
 def main(argv: Sequence[str] | None = None, package: str | None = None) -> int:
@@ -234,6 +256,38 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
             results = pipeline.ingest(specs, full_refresh=args.full_refresh)
         except TablesFailed as failed:
             results = failed.results
+    failed = _print_results(results)
+    write_run_results(config.target_dir, invocation_id=invocation, command="ingest",
+                      started_at=started, status="error" if failed else "success", results=results,
+                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    return 1 if failed else 0
+
+
+def cmd_follow(args, config, package, invocation, started) -> int:
+    from . import capture
+    from .follow import Follower, FollowOptions, SourceLink, stop_requests
+    from .locks import table_locks
+
+    specs = _specs(args, package)
+    options = FollowOptions(interval_s=args.interval, max_cycles=args.max_cycles, max_seconds=args.max_seconds)
+    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
+        _, pipeline = _pipeline(config, invocation)
+        # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
+        with stop_requests() as stop, _file_only(capture.log, capture.READING):
+            outcome = Follower(pipeline, specs, SourceLink(config.source), stop, options).run()
+    failed = _print_results(outcome.results)
+    summary = (f"{outcome.cycles} cycle(s), {outcome.cycles - outcome.idle_cycles} ingested, "
+               f"{outcome.rows} row(s)")
+    write_run_results(config.target_dir, invocation_id=invocation, command="follow",
+                      started_at=started, status="error" if failed else "success", results=outcome.results,
+                      message=f"{len(failed)} of {len(outcome.results)} table(s) failed; {summary}"
+                      if failed else summary,
+                      extra={"cycles": outcome.cycles, "idle_cycles": outcome.idle_cycles})
+    return 1 if failed else 0
+
+
+def _print_results(results) -> list:
+    """One line per table on stdout, each failure's line on stderr; returns the failed ones."""
     for r in results:
         if r.status == "success":
             print(f"{r.table:<24} ok     snapshot rows {r.snapshot_rows:>8}  binlog rows {r.binlog_rows:>7}"
@@ -243,10 +297,23 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
     failed = [r for r in results if r.status != "success"]
     for r in failed:
         print(f"ERROR [{r.category}]: {r.message}", file=sys.stderr)
-    write_run_results(config.target_dir, invocation_id=invocation, command="ingest",
-                      started_at=started, status="error" if failed else "success", results=results,
-                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
-    return 1 if failed else 0
+    return failed
+
+
+@contextmanager
+def _file_only(logger: logging.Logger, message: str) -> Iterator[None]:
+    """Send ``logger``'s records of ``message`` (its format string) to the log file only."""
+
+    def mark(record: logging.LogRecord) -> bool:
+        if record.msg == message:
+            record.file_only = True
+        return True
+
+    logger.addFilter(mark)
+    try:
+        yield
+    finally:
+        logger.removeFilter(mark)
 
 
 def cmd_dq(args, config, package, invocation, started) -> int:
@@ -355,6 +422,7 @@ def cmd_spark_check(args, config, package, invocation, started) -> int:
 
 COMMANDS = {
     "ingest": cmd_ingest,
+    "follow": cmd_follow,
     "dq": cmd_dq,
     "status": cmd_status,
     "add-table": cmd_add_table,

@@ -21,6 +21,13 @@ class IngestError(Exception):
         super().__init__(message)
         self.table = table
 
+    def __reduce__(self):  # keep ``table`` across pickling (errors of the binlog reader process)
+        return (_rebuild, (type(self), str(self), self.table))
+
+
+def _rebuild(cls: type[IngestError], message: str, table: str | None) -> IngestError:
+    return cls(message, table=table)
+
 
 class ConfigError(IngestError):
     """Bad project file, profile, table module, selection or environment variable."""

@@ -11,15 +11,24 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
 from . import bronze, silver
-from .capture import CatchUp, RetryPolicy, TableCapture, as_table_error, new_capture, schema_changed
+from .capture import (
+    CatchUp,
+    RetryPolicy,
+    TableCapture,
+    as_table_error,
+    new_capture,
+    resume_position,
+    schema_changed,
+)
 from .checkpoint import Checkpoint, SnapshotProgress
 from .chunking import plan_chunks, reading_order
 from .config import ProjectConfig
@@ -51,14 +60,16 @@ class TableResult:
 
 
 class TablesFailed(FatalError):
-    """Some tables failed; the others finished. ``results`` holds every table's result."""
+    """Some tables failed; the others finished. ``results`` holds every table's result,
+    ``errors`` the error of each failed table (by table name)."""
 
-    def __init__(self, results: Sequence[TableResult]):
+    def __init__(self, results: Sequence[TableResult], errors: Mapping[str, IngestError] | None = None):
         failed = [r for r in results if r.status != "success"]
         super().__init__(f"{len(failed)} of {len(results)} table(s) failed: "
                          + "; ".join(r.message for r in failed))
         self.results = list(results)
         self.failed = failed
+        self.errors = dict(errors or {})
 
 
 @dataclass
@@ -70,6 +81,7 @@ class _Table:
     schema: TableSchema | None = None
     checkpoint: Checkpoint | None = None
     error: IngestError | None = field(default=None, repr=False)
+    recent: dict[int, pa.Table] = field(default_factory=dict, repr=False)  # bronze batches held
 
     @property
     def ok(self) -> bool:
@@ -90,6 +102,9 @@ class Pipeline:
         self.spark = spark
         self.run_id = run_id
         self.retry = retry or RetryPolicy()
+        # The newest checkpoint of each table this pipeline ingested successfully, for follow
+        # mode's "nothing to read" test between cycles.
+        self._checkpoints: dict[str, Checkpoint] = {}
 
     # -- public -----------------------------------------------------------------------
 
@@ -100,10 +115,16 @@ class Pipeline:
         full_refresh: bool = False,
         stop: BinlogPosition | None = None,
         require_snapshot: bool = False,
+        conn: pymysql.connections.Connection | None = None,
     ) -> list[TableResult]:
-        """Ingest every table; raises ``TablesFailed`` after the others finished when any failed."""
+        """Ingest every table; raises ``TablesFailed`` after the others finished when any failed.
+
+        ``conn``: a source connection to use (and leave open) instead of a new one; follow mode
+        keeps one for all its cycles."""
         tables = [_Table(s, TableResult(s.name)) for s in specs]
-        conn = connect(self.config.source)
+        own_conn = conn is None
+        if conn is None:
+            conn = connect(self.config.source)
         try:
             run_preflight(conn)
             for table in tables:
@@ -126,11 +147,24 @@ class Pipeline:
                     self._merge_silver(table)
                 table.result.seconds += (time.monotonic() - started) / len(tables)
         finally:
-            conn.close()
+            if own_conn:
+                conn.close()
+        for table in tables:
+            if table.ok and table.checkpoint is not None:
+                self._checkpoints[table.spec.name] = table.checkpoint
+            else:
+                self._checkpoints.pop(table.spec.name, None)
         results = [t.result for t in tables]
-        if any(not t.ok for t in tables):
-            raise TablesFailed(results)
+        errors = {t.spec.name: t.error for t in tables if t.error is not None}
+        if errors:
+            raise TablesFailed(results, errors)
         return results
+
+    def resume_position(self, table: str) -> BinlogPosition | None:
+        """Where the next catch-up of ``table`` starts, as of this pipeline's last successful
+        ingest of it (``None`` before one, and after a failed one)."""
+        checkpoint = self._checkpoints.get(table)
+        return resume_position(checkpoint) if checkpoint is not None else None
 
     # -- snapshot ---------------------------------------------------------------------
 
@@ -219,6 +253,7 @@ class Pipeline:
             if capture is None:
                 continue
             table.checkpoint = capture.checkpoint
+            table.recent = capture.recent
             table.result.binlog_rows += capture.binlog_rows
             if capture.failure is not None:
                 table.fail(capture.failure)
@@ -233,6 +268,7 @@ class Pipeline:
                 key=table.schema.key,
                 upto_batch=table.checkpoint.batch,
                 transform=table.spec.transform,
+                recent=table.recent,
                 table=table.spec.name,
             )
         except Exception as exc:

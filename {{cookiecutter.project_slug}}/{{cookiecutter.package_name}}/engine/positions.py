@@ -7,6 +7,7 @@ sorts before ``mysql-bin.000009`` only by accident of padding) and never by time
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import total_ordering
@@ -64,3 +65,19 @@ def sequence(position: BinlogPosition, row_index: int = 0) -> Decimal:
     if position.offset >= _FILE_FACTOR // _POS_FACTOR:
         raise ValueError(f"binlog offset {position.offset} out of range")
     return Decimal(position.file_number * _FILE_FACTOR + position.offset * _POS_FACTOR + row_index)
+
+
+def bytes_behind(position: BinlogPosition, head: BinlogPosition, sizes: Mapping[str, int]) -> int:
+    """Binlog bytes from ``position`` to ``head`` (the source's current position): the rest of
+    ``position``'s file, every file between, and ``head``'s offset. ``sizes`` maps binlog file
+    names to their sizes (``SHOW BINARY LOGS``); it is only needed when the files differ. A file
+    missing from it (purged) counts as empty."""
+    if position >= head:
+        return 0
+    if position.file_number == head.file_number:
+        return head.offset - position.offset
+    behind = max(sizes.get(position.file, position.offset) - position.offset, 0) + head.offset
+    for name, size in sizes.items():
+        if position.file_number < BinlogPosition(name, 0).file_number < head.file_number:
+            behind += size
+    return behind

@@ -1,20 +1,27 @@
-"""Read ahead on a background thread, so decoding the binlog and writing the lake overlap.
+"""Read the binlog ahead in a child process, so decoding it and writing the lake overlap.
 
-While the lake write of one batch runs (mostly in the JVM, without the GIL), the reader thread
-keeps draining the server's binlog stream into a bounded buffer. Errors raised by the reader are
-re-raised in the consumer, in order, after the items read before them.
+Decoding row events (python-mysql-replication) is pure Python and costs about as much as
+everything else a catch-up does (converting rows, writing Parquet, committing). On a thread the
+two would share one core through the GIL; in a process each has its own, and the catch-up runs
+at nearly the decoder's own speed. Items cross in groups through a bounded queue (the child
+blocks when the consumer falls ``depth`` groups behind, so memory stays bounded). Errors raised
+by the reader are re-raised in the consumer, in order, after the items read before them.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
 import queue
-import threading
+import signal
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-_DONE = object()
+
+class _End:
+    """The child's last message: the source is exhausted."""
 
 
 class _Failure:
@@ -22,77 +29,89 @@ class _Failure:
         self.error = error
 
 
-class Prefetcher(Generic[T]):
-    """Iterates ``source`` on a daemon thread, at most ``depth`` groups ahead. Items are grouped
-    until ``weight`` of the group reaches ``group_weight`` so the queue holds few, larger items."""
+def _count_one(item: object) -> int:
+    return 1
+
+
+class ProcessPrefetcher(Generic[T]):
+    """Iterates ``factory()`` in a spawned child process, at most ``depth`` groups ahead; items
+    are grouped until ``weight`` of the group reaches ``group_weight``.
+
+    ``factory`` and ``weight`` must be picklable (module-level functions, or ``partial`` of
+    them), and so must the items. The child starts when iteration starts and is stopped when the
+    consumer stops iterating, whatever the reason."""
 
     def __init__(
         self,
-        source: Iterator[T],
+        factory: Callable[[], Iterator[T]],
         *,
         depth: int = 8,
         group_weight: int = 2000,
-        weight: Callable[[T], int] = lambda item: 1,
-        join_timeout: float = 30.0,
+        weight: Callable[[T], int] = _count_one,
+        poll_s: float = 1.0,
     ):
-        self._source = source
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._group_weight = group_weight
-        self._weight = weight
-        self._join_timeout = join_timeout
-        self._thread = threading.Thread(target=self._run, name="binlog-reader", daemon=True)
+        # spawn, not fork: the parent holds threads (py4j, the JVM's output) whose locks a
+        # forked child could inherit in a held state.
+        context = multiprocessing.get_context("spawn")
+        self._queue = context.Queue(maxsize=depth)
+        self._process = context.Process(target=_produce, name="binlog-reader", daemon=True,
+                                        args=(factory, self._queue, group_weight, weight))
+        self._poll_s = poll_s
 
     def __iter__(self) -> Iterator[T]:
-        self._thread.start()
+        self._process.start()
         try:
             while True:
-                item = self._queue.get()
-                if item is _DONE:
+                try:
+                    item = self._queue.get(timeout=self._poll_s)
+                except queue.Empty:
+                    if not self._process.is_alive():
+                        raise RuntimeError(f"the binlog reader process ended (exit code "
+                                           f"{self._process.exitcode}) without a word") from None
+                    continue
+                if isinstance(item, _End):
                     return
                 if isinstance(item, _Failure):
                     raise item.error
-                yield from item  # type: ignore[misc]
+                yield from item
         finally:
-            self._stop.set()
-            self._drain()
-            # The reader closes its source (and the server connection) on its way out.
-            self._thread.join(self._join_timeout)
+            if self._process.is_alive():
+                self._process.terminate()  # the consumer stopped early: the reader goes too
+            self._process.join(5)
+            self._queue.close()
+            self._queue.cancel_join_thread()
 
-    def _run(self) -> None:
-        group: list[T] = []
-        weight = 0
-        try:
-            for item in self._source:
-                group.append(item)
-                weight += self._weight(item)
-                if weight >= self._group_weight:
-                    if not self._put(group):
-                        return
-                    group, weight = [], 0
-            if group and not self._put(group):
-                return
-            self._put(_DONE)
-        except BaseException as exc:  # handed to the consumer, which re-raises it
-            self._put(_Failure(exc))
-        finally:
-            close = getattr(self._source, "close", None)
-            if close is not None:
-                close()
 
-    def _put(self, item: object) -> bool:
-        """Block until there is room; False when the consumer has gone away."""
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
+def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue, group_weight: int,
+             weight: Callable[[T], int]) -> None:
+    """The child process: read, send groups of items, then an end marker or the error."""
+    # Ctrl-C reaches the whole foreground process group: the parent decides what it means
+    # (follow mode finishes its cycle first) and stops this process when it has to.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    group: list[T] = []
+    total = 0
+    try:
+        for item in factory():
+            group.append(item)
+            total += weight(item)
+            if total >= group_weight:
+                out.put(group)
+                group, total = [], 0
+        if group:
+            out.put(group)
+        out.put(_End())
+    except BaseException as exc:  # handed to the consumer, which re-raises it
+        if group:
+            out.put(group)  # what was read before the error still counts
+        out.put(_Failure(_picklable(exc)))
+    out.close()
+    out.join_thread()  # every message is in the pipe before the process ends
 
-    def _drain(self) -> None:
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                return
+
+def _picklable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a ``RuntimeError`` carrying its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")

@@ -1,8 +1,8 @@
 """``target/run_results.json``: a versioned record of every invocation, dbt style.
 
 ``status`` is ``success``, ``fail`` (checks failed), ``error`` (with ``message``) or
-``interrupted`` (Ctrl-C). The CLI writes it on every outcome of ``ingest`` and ``dq``, so it
-never shows an earlier run's result.
+``interrupted`` (Ctrl-C). The CLI writes it on every outcome of ``ingest``, ``follow`` and
+``dq``, so it never shows an earlier run's result.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +31,9 @@ def write_run_results(
     status: RunStatus,
     results: Sequence[Any],
     message: str = "",
+    extra: Mapping[str, Any] | None = None,
 ) -> Path:
+    """Write the file; ``extra`` adds top-level fields of the command (``follow``: ``cycles``)."""
     target_dir.mkdir(parents=True, exist_ok=True)
     finished = dt.datetime.now(dt.UTC)
     body = {
@@ -46,6 +48,7 @@ def write_run_results(
         "message": message,
         "elapsed_seconds": round((finished - started_at).total_seconds(), 3),
         "results": [asdict(r) if is_dataclass(r) else r for r in results],
+        **(extra or {}),
     }
     path = target_dir / FILE_NAME
     # A temporary file of its own: runs of different tables may finish at the same moment.

@@ -27,7 +27,7 @@ What keeps a small MERGE into a big silver table small:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.errors.exceptions.captured import CapturedException
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -98,10 +98,13 @@ def apply(
     upto_batch: int,
     transform: Transform | None = None,
     table: str | None = None,
+    recent: Mapping[int, pa.Table] | None = None,
 ) -> int:
     """Merge bronze batches ``(applied, upto_batch]`` into silver; returns batches applied.
 
-    ``table`` names the table in errors (default: the last part of ``silver_path``). Raises
+    ``table`` names the table in errors (default: the last part of ``silver_path``). ``recent``
+    holds bronze batches this process just committed, as written: when it has every batch to
+    apply, silver takes them from memory instead of reading bronze back. Raises
     ``ConcurrentRunError`` when another run committed to silver concurrently."""
     name = table or silver_path.rstrip("/").rsplit("/", 1)[-1]
     done = applied_batch(spark, silver_path)
@@ -116,7 +119,9 @@ def apply(
         _create(spark, silver_path, _shaped(rows.select(*columns, *SILVER_META), transform), commit,
                 keep_files=snapshot_only)
         return upto_batch - done
-    in_memory = _collect_small(changes, LOCAL_BATCH_ROWS)
+    in_memory = _held(recent, done, upto_batch)
+    if in_memory is None:
+        in_memory = _collect_small(changes, LOCAL_BATCH_ROWS)
     if in_memory is not None:
         facts = arrow_facts(in_memory, key, changes.schema)
         changes = spark.createDataFrame(in_memory, schema=changes.schema)
@@ -144,6 +149,14 @@ class Commit:
     @property
     def marker(self) -> str:
         return json.dumps({"bronze_batch": self.batch})
+
+
+def _held(recent: Mapping[int, pa.Table] | None, done: int, upto: int) -> pa.Table | None:
+    """Batches ``(done, upto]`` from ``recent``, when it holds every one of them."""
+    wanted = range(done + 1, upto + 1)
+    if not recent or any(batch not in recent for batch in wanted):
+        return None
+    return pa.concat_tables([recent[batch] for batch in wanted])
 
 
 def _collect_small(changes: DataFrame, limit: int) -> pa.Table | None:
@@ -220,19 +233,17 @@ def _snapshot_only_until(spark: SparkSession, bronze_path: str, batch: int) -> b
     return bronze.read_batches(spark, bronze_path, -1, batch).where(F.col("_op") != "r").isEmpty()
 
 
+def _writer(rows: DataFrame, commit: Commit) -> DataFrameWriter:
+    """A Delta write of ``rows`` carrying ``commit``'s marker, as an idempotent transaction."""
+    return (rows.write.format("delta").option("userMetadata", commit.marker)
+            .option("txnAppId", commit.app_id).option("txnVersion", commit.batch))
+
+
 def _create(spark: SparkSession, path: str, rows: DataFrame, commit: Commit, *, keep_files: bool) -> None:
     """Create silver with ``rows``; ``keep_files``: one file per input file (no shuffle)."""
     try:
         with _session_conf(spark, ONE_PARTITION_PER_FILE if keep_files else {}):
-            (
-                rows.write.format("delta")
-                .option(DELETION_VECTORS, "true")
-                .option("userMetadata", commit.marker)
-                .option("txnAppId", commit.app_id)
-                .option("txnVersion", commit.batch)
-                .mode("errorifexists")
-                .save(path)
-            )
+            _writer(rows, commit).option(DELETION_VECTORS, "true").mode("errorifexists").save(path)
     except (CapturedException, Py4JJavaError) as exc:
         # Another run created silver since we looked: a creation conflict, or "path exists".
         created_meanwhile = isinstance(exc, AnalysisException) and bronze.exists(spark, path)
@@ -246,14 +257,7 @@ def _append(spark: SparkSession, path: str, rows: DataFrame, commit: Commit) -> 
     this batch or a later one, and fails it when another run commits to silver meanwhile."""
     try:
         with _session_conf(spark, ONE_PARTITION_PER_FILE):
-            (
-                rows.write.format("delta")
-                .option("userMetadata", commit.marker)
-                .option("txnAppId", commit.app_id)
-                .option("txnVersion", commit.batch)
-                .mode("append")
-                .save(path)
-            )
+            _writer(rows, commit).mode("append").save(path)
     except (CapturedException, Py4JJavaError) as exc:
         if not bronze.is_commit_conflict(exc):
             raise

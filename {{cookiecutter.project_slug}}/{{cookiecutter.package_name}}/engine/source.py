@@ -120,6 +120,11 @@ def current_position(conn: pymysql.connections.Connection) -> BinlogPosition:
     raise PreflightError("the source answers neither SHOW MASTER STATUS nor SHOW BINARY LOG STATUS")
 
 
+def binlog_sizes(conn: pymysql.connections.Connection) -> dict[str, int]:
+    """The source's binlog files and their sizes in bytes (``SHOW BINARY LOGS``)."""
+    return {str(row[0]): int(row[1]) for row in query(conn, "SHOW BINARY LOGS")}
+
+
 def start_consistent_snapshot(conn: pymysql.connections.Connection) -> BinlogPosition:
     """Open a read view and return the exact binlog position it shows.
 

@@ -1,0 +1,87 @@
+"""Follow mode on the real components: changes made while it runs reach silver, SIGTERM ends it
+cleanly, and idle cycles neither commit nor start Spark jobs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine import deltalog
+from {{ cookiecutter.package_name }}.engine.follow import Follower, FollowOptions, SourceLink
+from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
+
+from .conftest import PROJECT_ROOT
+from .helpers import run_source_sql, silver_rows, source_rows
+from .test_cli import _read_until, cli_command, error_lines, run_results
+
+pytestmark = pytest.mark.integration
+
+TABLES = ("customers", "products")
+
+
+def test_changes_made_while_following_reach_silver_and_sigterm_stops_cleanly(spark, config, mariadb):
+    # One table: every table adds its MERGE to each cycle, and this test starts a Spark of its own.
+    command, env = cli_command(config, "follow", "--select", "customers", "--interval", "0.2")
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = _read_until(process, "follow: cycle 1:", timeout=300)  # the snapshot is in
+        run_source_sql(mariadb, config.source.database, """
+            INSERT INTO customers (email, full_name, country, created_at)
+              VALUES ('follow@example.com', 'Followed', 'NL', NOW(3));
+            UPDATE customers SET tier = 'gold' WHERE customer_id % 40 = 0;
+            DELETE FROM customers WHERE customer_id IN (3, 5);
+            UPDATE customers SET customer_id = 1000 WHERE customer_id = 7;
+        """)
+        # Each cycle that brought rows logs a line; the changes may take more than one cycle.
+        deadline = time.monotonic() + 180
+        while silver_rows(spark, config, "customers") != source_rows(config, "customers"):
+            seen += _read_until(process, "follow: cycle", timeout=deadline - time.monotonic())
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = seen + rest
+    assert process.returncode == 0, stderr[-3000:]
+    assert error_lines(stderr) == [], stderr[-3000:]
+    assert "follow: SIGTERM: stopping after the current cycle" in stderr
+    results = run_results(config)
+    assert results["metadata"]["command"] == "follow" and results["status"] == "success"
+    assert results["cycles"] >= 2 and results["cycles"] > results["idle_cycles"]
+    ((table, status),) = [(r["table"], r["status"]) for r in results["results"]]
+    assert (table, status) == ("customers", "success")
+    assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+
+
+def test_idle_cycles_commit_nothing_and_take_milliseconds(spark, config):
+    specs = [TableSpec(t, t) for t in TABLES]
+    never = threading.Event()
+
+    def follow(pipeline: Pipeline, cycles: int):
+        options = FollowOptions(interval_s=0.0, max_cycles=cycles)
+        return Follower(pipeline, specs, SourceLink(config.source), never, options).run()
+
+    pipeline = Pipeline(config, spark, "follow-1")
+    assert follow(pipeline, 1).rows > 0  # the snapshot
+
+    def versions() -> dict[str, int]:
+        return {f"{layer}/{t}": deltalog.newest_version(spark, config.table_path(layer, t))
+                for t in TABLES for layer in ("bronze", "silver")}
+
+    before = versions()
+    started = time.monotonic()
+    idle = follow(pipeline, 40)
+    per_cycle = (time.monotonic() - started) / idle.cycles
+    assert (idle.cycles, idle.idle_cycles, idle.rows) == (40, 40, 0)
+    # A new pipeline's first cycle is a whole ingest: with nothing to read it commits nothing either.
+    again = follow(Pipeline(config, spark, "follow-2"), 3)
+    assert (again.idle_cycles, again.rows) == (2, 0)
+    assert versions() == before
+    print(f"idle follow cycle: {per_cycle * 1000:.1f} ms")
+    assert per_cycle < 0.5

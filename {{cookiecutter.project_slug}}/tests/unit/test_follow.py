@@ -1,0 +1,196 @@
+"""The follow loop against a scripted pipeline and source: idle cycles skip the pipeline, a failed
+table is dropped, a source that does not answer is retried, a stop request ends the loop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.capture import RetryPolicy
+from {{ cookiecutter.package_name }}.engine.errors import FatalError, IngestError, SourceUnavailableError
+from {{ cookiecutter.package_name }}.engine.follow import Follower, FollowOptions, stop_requests
+from {{ cookiecutter.package_name }}.engine.pipeline import TableResult, TablesFailed
+from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
+
+
+def at(offset: int) -> BinlogPosition:
+    return BinlogPosition("mysql-bin.000001", offset)
+
+
+class FakeSource:
+    """The source's binlog head, moved by the test; ``down`` makes every call fail."""
+
+    def __init__(self, head: int = 100):
+        self.head = at(head)
+        self.down = 0  # calls left that fail
+
+    def _answer(self) -> None:
+        if self.down:
+            self.down -= 1
+            raise SourceUnavailableError("cannot reach the source at 127.0.0.1:1")
+
+    def call(self, work: Callable[[None], object]) -> object:
+        self._answer()
+        return work(None)
+
+    def position(self) -> BinlogPosition:
+        self._answer()
+        return self.head
+
+    def bytes_behind(self, position: BinlogPosition) -> int:
+        return max(self.head.offset - position.offset, 0)
+
+    def check(self) -> None:
+        self._answer()
+
+    def close(self) -> None:
+        pass
+
+
+class FakePipeline:
+    """Catches every table up to the source's head; ``fail`` maps tables to their next error."""
+
+    def __init__(self, source: FakeSource):
+        self.source = source
+        self.retry = RetryPolicy(attempts=3, first_backoff_s=0.0)
+        self.positions: dict[str, BinlogPosition] = {}
+        self.fail: dict[str, IngestError] = {}
+        self.calls: list[list[str]] = []
+        self.on_ingest: Callable[[], None] = lambda: None
+
+    def ingest(self, specs: Sequence[TableSpec], *, conn=None) -> list[TableResult]:
+        self.calls.append([s.name for s in specs])
+        stop = self.source.head  # like a real run: the position current at its start
+        self.on_ingest()
+        results, errors = [], {}
+        for spec in specs:
+            error = self.fail.pop(spec.name, None)
+            if error is not None:
+                results.append(TableResult(spec.name, "error", message=str(error), category=error.category))
+                errors[spec.name] = error
+                self.positions.pop(spec.name, None)
+            else:
+                results.append(TableResult(spec.name, binlog_rows=1))
+                self.positions[spec.name] = stop
+        if errors:
+            raise TablesFailed(results, errors)
+        return results
+
+    def resume_position(self, table: str) -> BinlogPosition | None:
+        return self.positions.get(table)
+
+
+def specs(*names: str) -> list[TableSpec]:
+    return [TableSpec(n, n) for n in names]
+
+
+def follow(pipeline: FakePipeline, source: FakeSource, names=("a", "b"), **options):
+    stop = threading.Event()
+    merged = {"interval_s": 0.0, **options}
+    return Follower(pipeline, specs(*names), source, stop, FollowOptions(**merged)).run()
+
+
+def test_cycles_run_the_pipeline_only_when_the_binlog_moved():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    outcome = follow(pipeline, source, max_cycles=5)
+    assert pipeline.calls == [["a", "b"]]  # the first cycle; then nothing moved
+    assert (outcome.cycles, outcome.idle_cycles) == (5, 4)
+    assert [r.status for r in outcome.results] == ["success", "success"]
+
+
+def test_a_moved_binlog_runs_the_next_cycle():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+
+    def move_once() -> None:
+        if len(pipeline.calls) == 1:
+            source.head = at(200)  # a change while the first cycle runs
+
+    pipeline.on_ingest = move_once
+    outcome = follow(pipeline, source, max_cycles=4)
+    assert len(pipeline.calls) == 2 and outcome.idle_cycles == 2
+    assert outcome.rows == 4
+
+
+def test_a_failed_table_is_dropped_and_the_others_are_followed():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.fail["b"] = FatalError("table b: schema change", table="b")
+
+    def keep_moving() -> None:
+        source.head = at(source.head.offset + 10)
+
+    pipeline.on_ingest = keep_moving
+    outcome = follow(pipeline, source, max_cycles=3)
+    assert pipeline.calls == [["a", "b"], ["a"], ["a"]]
+    assert [(r.table, r.status) for r in outcome.failed] == [("b", "error")]
+
+
+def test_the_loop_ends_when_every_table_failed():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.fail["a"] = FatalError("table a: broken", table="a")
+    outcome = follow(pipeline, source, names=("a",), max_cycles=10)
+    assert outcome.cycles == 1 and len(outcome.failed) == 1
+
+
+def test_an_unreachable_source_is_retried_then_ends_the_run():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    source.down = 2  # fewer failures than attempts: followed on
+    outcome = follow(pipeline, source, max_cycles=4)
+    assert outcome.cycles == 4 and not outcome.failed
+
+    source.down = 100
+    with pytest.raises(SourceUnavailableError, match="cannot reach the source"):
+        follow(FakePipeline(source), source, max_cycles=10)
+
+
+def test_tables_failing_while_the_source_is_down_are_not_dropped():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.fail["b"] = FatalError("table b: OperationalError: lost connection", table="b")
+
+    def go_down_once() -> None:
+        if len(pipeline.calls) == 1:
+            source.down = 1  # the check after the failed cycle finds the source gone
+            source.head = at(150)
+
+    pipeline.on_ingest = go_down_once
+    follow(pipeline, source, max_cycles=3)
+    assert pipeline.calls[1] == ["a", "b"], pipeline.calls
+
+
+def test_a_stop_request_ends_the_loop_after_the_current_cycle():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    stop = threading.Event()
+    pipeline.on_ingest = stop.set  # requested while the first cycle runs
+    outcome = Follower(pipeline, specs("a"), source, stop, FollowOptions(interval_s=60.0)).run()
+    assert outcome.cycles == 1 and outcome.results[0].status == "success"
+
+
+def test_max_seconds_ends_an_idle_loop():
+    source = FakeSource()
+    outcome = follow(FakePipeline(source), source, interval_s=0.01, max_seconds=0.2)
+    assert outcome.cycles >= 2 and outcome.idle_cycles == outcome.cycles - 1
+
+
+def test_sigterm_and_a_first_ctrl_c_request_a_stop_a_second_ctrl_c_interrupts():
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with stop_requests() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5)
+    with stop_requests() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.wait(5)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            stop.wait(5)  # the handler raises in the main thread, here at the latest
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
