@@ -7,7 +7,7 @@ VENV := $(abspath .venv)
 PY := $(VENV)/bin/python
 BUILD := $(abspath build)
 
-.PHONY: help setup demo test lint clean
+.PHONY: help setup demo test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -27,8 +27,11 @@ demo: setup ## generate a project, ingest the embedded MariaDB, change rows, ing
 test: setup ## run the template's tests (they generate projects and run their test suites)
 	$(PY) -m pytest
 
+bench: setup ## measure snapshot, binlog catch-up and follow mode against a pymysql scan, raw decode and dlt
+	cd scripts && $(PY) bench.py run
+
 lint: setup ## lint the template's own code (make test lints a freshly generated project)
-	$(PY) -m ruff check hooks tests
+	$(PY) -m ruff check hooks tests scripts
 
 clean: ## stop the demo source and remove build/ and .venv/
 	-[ -d $(BUILD)/demo-lakehouse ] && $(MAKE) -C $(BUILD)/demo-lakehouse source-down VENV=$(VENV)

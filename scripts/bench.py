@@ -1,0 +1,363 @@
+"""``make bench``: the engine side by side with the alternatives, in one run, on this machine.
+
+It generates a project (``build/bench/bench-lakehouse``, its own MariaDB on port 3317), loads
+TPC-DS ``customer`` rows (``--rows``, default 2M), and measures, each as a separate process
+tree (wall, CPU seconds, peak PSS; see ``bench_measure``):
+
+1. a plain single-connection pymysql scan of the table (the floor for any reader);
+2. our snapshot into bronze and silver (``ingest``, Spark start included);
+3. dlt's ``sql_table`` (pyarrow backend) into Delta, in its own virtualenv;
+4. an ingest with nothing to do (the fixed cost of a run);
+5. ``--changes`` mixed changes (60% updates, 20% inserts, 20% deletes): the raw
+   python-mysql-replication decode of that binlog range, then our binlog catch-up of it;
+6. follow mode: idle cycles, then freshness (source commit to silver commit) at a steady write
+   rate, computed from the Delta commit logs (each silver commit records the bronze batch it
+   applied, each bronze commit the binlog position it covers).
+
+It prints a table and writes ``build/bench/results.json``. Figures, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import bench_measure
+import bench_source
+from bench_measure import Measurement
+
+TEMPLATE = Path(__file__).resolve().parents[1]
+PORT = 3317
+PASSWORD = "bench-only-password"
+PACKAGE = "bench_lakehouse"
+SERVER_ID = 6999  # the raw decoder's; the project's readers use 5400-5499
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the report."""
+
+    name: str
+    rows: int
+    wall_s: float
+    cpu_s: float
+    peak_pss_mb: float
+    note: str = ""
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.wall_s if self.wall_s else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run")
+    run.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_ROWS", 2_000_000)))
+    run.add_argument("--changes", type=int, default=int(os.environ.get("BENCH_CHANGES", 500_000)))
+    run.add_argument("--follow-seconds", type=float, default=float(os.environ.get("BENCH_FOLLOW_SECONDS", 60)))
+    run.add_argument("--follow-rate", type=int, default=int(os.environ.get("BENCH_FOLLOW_RATE", 2000)))
+    run.add_argument("--skip-dlt", action="store_true", default=bool(os.environ.get("BENCH_SKIP_DLT")))
+    run.add_argument("--skip-follow", action="store_true", default=bool(os.environ.get("BENCH_SKIP_FOLLOW")))
+    run.add_argument("--build", type=Path, default=TEMPLATE / "build" / "bench")
+    scan = sub.add_parser("scan")
+    scan.add_argument("table")
+    decode = sub.add_parser("decode")
+    decode.add_argument("start_file")
+    decode.add_argument("start_pos", type=int)
+    decode.add_argument("stop_file")
+    decode.add_argument("stop_pos", type=int)
+    args = parser.parse_args(sys.argv[1:] or ["run"])
+    source = bench_source.Connection("127.0.0.1", PORT, "ingest", PASSWORD, "bench")
+    if args.command == "scan":  # child processes, measured by the parent
+        print(json.dumps({"rows": bench_source.scan(source, args.table)}))
+        return 0
+    if args.command == "decode":
+        rows = bench_source.decode(source, (args.start_file, args.start_pos), (args.stop_file, args.stop_pos),
+                                   SERVER_ID)
+        print(json.dumps({"rows": rows}))
+        return 0
+    return Bench(args, source).run()
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, source: bench_source.Connection):
+        self.args = args
+        self.source = source
+        self.build: Path = args.build.resolve()
+        self.project = self.build / "bench-lakehouse"
+        self.python = sys.executable
+        self.env = {**os.environ, "MYSQL_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
+        self.rows: list[Row] = []
+        self.extra: dict[str, object] = {}
+
+    # -- the run ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._prepare()
+        rows = self.args.rows
+        scan = self._measure("scan", [self.python, __file__, "scan", bench_source.TABLE])
+        self._row("pymysql scan (1 connection)", _json(scan)["rows"], scan)
+        ours = self._measure("snapshot", self._cli("ingest"))
+        self._row("ours: snapshot -> bronze+silver", rows, ours, _ingest_note(ours))
+        if self.args.skip_dlt:
+            self.extra["dlt"] = "skipped (--skip-dlt)"
+        else:
+            self._dlt()
+        idle = self._measure("no-change", self._cli("ingest"))
+        self._row("ours: ingest with no changes", 0, idle)
+        self._changes()
+        if self.args.skip_follow:
+            self.extra["follow"] = "skipped (--skip-follow)"
+        else:
+            self._follow()
+        self._report()
+        return 0
+
+    def _prepare(self) -> None:
+        print(f"==> preparing {self.project} with {self.args.rows:,} customer rows", flush=True)
+        if self.project.exists():
+            subprocess.run(self._cli("source", "down"), cwd=self.project, env=self.env, capture_output=True)
+            shutil.rmtree(self.project)
+        self.build.mkdir(parents=True, exist_ok=True)
+        _check(subprocess.run(
+            [self.python, "-m", "cookiecutter", "--no-input", str(TEMPLATE), "-o", str(self.build),
+             "project_name=Bench Lakehouse", "tables=customer", f"source_port={PORT}", "source_database=bench"],
+            capture_output=True, text=True), "cookiecutter")
+        _check(subprocess.run(self._cli("source", "up"), cwd=self.project, env=self.env,
+                              capture_output=True, text=True), "source up")
+        started = time.monotonic()
+        with self._root() as conn:
+            bench_source.load_customer(conn, self.args.rows)
+        self.extra["load_s"] = round(time.monotonic() - started, 1)
+        # Resolve the Delta jars now, so that no measured run pays for it.
+        _check(subprocess.run(self._cli("spark-check"), cwd=self.project, env=self.env,
+                              capture_output=True, text=True), "spark-check")
+        # Only now: the MariaDB daemon started above must not become one of our measured orphans.
+        bench_measure.become_subreaper()
+
+    def _dlt(self) -> None:
+        venv = self.build / "dlt-venv"
+        python = venv / "bin" / "python"
+        requirements = TEMPLATE / "scripts" / "bench-dlt-requirements.txt"
+        stamp = venv / ".installed"
+        if not stamp.exists() or stamp.read_text() != requirements.read_text():
+            print("==> installing dlt into its own virtualenv", flush=True)
+            _check(subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], capture_output=True,
+                                  text=True), "venv")
+            _check(subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(requirements)],
+                                  capture_output=True, text=True), "pip install dlt")
+            stamp.write_text(requirements.read_text())
+        dest = self.build / "dlt-lake"
+        shutil.rmtree(dest, ignore_errors=True)
+        measured = self._measure("dlt", [
+            str(python), str(TEMPLATE / "scripts" / "bench_dlt.py"), "--host", self.source.host,
+            "--port", str(PORT), "--user", self.source.user, "--database", self.source.database,
+            "--table", bench_source.TABLE, "--dest", str(dest)])
+        result = _json(measured)
+        self._row("dlt sql_table (pyarrow) -> Delta", int(result["rows"]), measured,
+                  f"dlt {result.get('dlt_version', '?')}")
+
+    def _changes(self) -> None:
+        mix = bench_source.ChangeMix.of(self.args.changes)
+        print(f"==> applying {mix.total:,} changes ({mix.updates:,} updates, {mix.inserts:,} inserts, "
+              f"{mix.deletes:,} deletes)", flush=True)
+        with self._root() as conn:
+            start = bench_source.binlog_position(conn)
+            bench_source.apply_changes(conn, self.args.rows, mix)
+            stop = bench_source.binlog_position(conn)
+        decode = self._measure("decode", [self.python, __file__, "decode", *map(str, start), *map(str, stop)])
+        decoded = _json(decode)["rows"]
+        self._row("raw binlog decode (python-mysql-replication)", decoded, decode)
+        ours = self._measure("catch-up", self._cli("ingest"))
+        self._row("ours: binlog catch-up -> bronze+silver", mix.total, ours, _ingest_note(ours))
+        self.extra["changes"] = asdict(mix) | {"decoded_rows": decoded}
+
+    def _follow(self) -> None:
+        help_text = subprocess.run(self._cli("--help"), cwd=self.project, env=self.env, capture_output=True,
+                                   text=True).stdout
+        if " follow" not in help_text and "follow," not in help_text:
+            self.extra["follow"] = "not measured: the project has no follow command"
+            return
+        seconds = self.args.follow_seconds
+        print(f"==> follow mode: {seconds:.0f} s idle, then {seconds:.0f} s at {self.args.follow_rate:,} "
+              "changes/s", flush=True)
+        # Idle cycles back to back (no interval): the run's time over its idle cycles bounds the
+        # cost of one from above (the first cycle, a full ingest, is in that time too).
+        idle = self._measure("follow-idle", self._cli("follow", "--interval", "0", "--max-seconds", str(seconds)))
+        counts = _follow_counts(self.project)
+        idle_cycles = counts.get("idle_cycles") or 0
+        self.extra["follow_idle"] = {"seconds": seconds, **counts, "cpu_s": idle.cpu_s,
+                                     "per_idle_cycle_ms_at_most": round(1000 * seconds / idle_cycles, 2)
+                                     if idle_cycles else None}
+        log = self.build / "follow.log"
+        with open(log, "w") as out:
+            follower = subprocess.Popen(self._cli("follow"), cwd=self.project, env=self.env, stdout=out,
+                                        stderr=subprocess.STDOUT)
+            _wait_for(log, "follow: ", 120)  # Spark is up and the loop runs
+            time.sleep(10)  # its first cycle (a full ingest) is done
+            with bench_source.SteadyWriter(self._root, self.args.rows, self.args.follow_rate) as writer:
+                time.sleep(seconds)
+            time.sleep(10)  # the last writes reach silver
+            follower.send_signal(signal.SIGTERM)
+            try:
+                follower.wait(120)
+            except subprocess.TimeoutExpired:
+                follower.kill()
+        lags = freshness(Path(self.project / "lake"), bench_source.TABLE, writer.commits)
+        self.extra["follow_freshness"] = _percentiles(lags) | {
+            "writes": len(writer.commits), "rate_per_s": self.args.follow_rate, "exit": follower.returncode}
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _cli(self, *args: str) -> list[str]:
+        return [self.python, "-m", PACKAGE, *args]
+
+    def _root(self):
+        import pymysql
+
+        return pymysql.connect(unix_socket=str(self.project / ".source" / "mariadb.sock"), user="root",
+                               password="", database="bench", autocommit=True)
+
+    def _measure(self, name: str, command: list[str]) -> Measurement:
+        print(f"==> {name}", flush=True)
+        measured = bench_measure.run(command, cwd=self.project, env=self.env, log=self.build / f"{name}.log")
+        if measured.returncode != 0:
+            raise SystemExit(f"ERROR: bench step {name} failed (exit {measured.returncode}):\n{measured.tail()}")
+        return measured
+
+    def _row(self, name: str, rows: int, measured: Measurement, note: str = "") -> None:
+        row = Row(name, rows, measured.wall_s, measured.cpu_s, measured.peak_pss_mb, note)
+        self.rows.append(row)
+        print(f"    {row.rows:>10,} rows  {row.wall_s:8.1f} s  {row.rows_per_s:>9,.0f} rows/s  "
+              f"cpu {row.cpu_s:7.1f} s  peak {row.peak_pss_mb:7.0f} MB  {note}", flush=True)
+
+    def _report(self) -> None:
+        print(f"\nBenchmark: {self.args.rows:,} TPC-DS customer rows, {os.cpu_count()} cores, "
+              f"{dt.datetime.now().isoformat(timespec='seconds')}")
+        print(f"{'step':<46} {'rows':>10} {'wall s':>8} {'rows/s':>9} {'CPU s':>8} {'peak MB':>8}")
+        for row in self.rows:
+            print(f"{row.name:<46} {row.rows:>10,} {row.wall_s:>8.1f} {row.rows_per_s:>9,.0f} "
+                  f"{row.cpu_s:>8.1f} {row.peak_pss_mb:>8.0f}  {row.note}")
+        by_name = {r.name: r for r in self.rows}
+        ratios = {}
+        ours = by_name.get("ours: snapshot -> bronze+silver")
+        for other in ("dlt sql_table (pyarrow) -> Delta", "pymysql scan (1 connection)"):
+            if ours and other in by_name and by_name[other].rows_per_s:
+                ratios[f"snapshot vs {other}"] = round(ours.rows_per_s / by_name[other].rows_per_s, 2)
+        catch_up = by_name.get("ours: binlog catch-up -> bronze+silver")
+        decoded = by_name.get("raw binlog decode (python-mysql-replication)")
+        if catch_up and decoded and decoded.rows_per_s:
+            ratios["binlog catch-up vs raw decode"] = round(catch_up.rows_per_s / decoded.rows_per_s, 2)
+        for name, value in ratios.items():
+            print(f"{name:<56} {value:>6.2f}x")
+        for name, value in self.extra.items():
+            print(f"{name}: {value}")
+        results = {"rows": self.args.rows, "cores": os.cpu_count(), "at": dt.datetime.now().isoformat(),
+                   "steps": [asdict(r) | {"rows_per_s": round(r.rows_per_s)} for r in self.rows],
+                   "ratios": ratios, **self.extra}
+        path = self.build / "results.json"
+        path.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"results: {path}")
+
+
+def freshness(lake: Path, table: str, commits: list[tuple[float, tuple[str, int]]]) -> list[float]:
+    """Seconds from each source commit to the first silver commit that covers its position.
+
+    Silver commits record the bronze batch they applied; bronze commits carry the checkpoint
+    with the binlog position every change up to which is in bronze. A commit not yet covered
+    when the follow run ended is left out (and counted in ``writes`` minus the samples)."""
+    covered = {}  # bronze batch -> position key
+    for info in _commit_infos(lake / "bronze" / table):
+        meta = info.get("userMetadata")
+        if meta:
+            checkpoint = json.loads(meta)
+            if checkpoint.get("position"):
+                file, offset = checkpoint["position"]
+                covered[checkpoint["batch"]] = (_file_number(file), int(offset))
+    applied = []  # (commit time, position key)
+    for info in _commit_infos(lake / "silver" / table):
+        meta = info.get("userMetadata")
+        if meta and json.loads(meta).get("bronze_batch") in covered:
+            applied.append((info["timestamp"] / 1000, covered[json.loads(meta)["bronze_batch"]]))
+    applied.sort()
+    lags = []
+    for written_at, (file, offset) in commits:
+        key = (_file_number(file), offset)
+        reached = next((at for at, position in applied if position >= key and at >= written_at), None)
+        if reached is not None:
+            lags.append(reached - written_at)
+    return lags
+
+
+def _commit_infos(table: Path) -> list[dict]:
+    infos = []
+    for path in sorted((table / "_delta_log").glob("*.json")):
+        for line in path.read_text().splitlines():
+            if line.startswith('{"commitInfo"'):
+                infos.append(json.loads(line)["commitInfo"])
+    return infos
+
+
+def _file_number(name: str) -> int:
+    return int(name.rsplit(".", 1)[1])
+
+
+def _percentiles(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"samples": 0, "p50_s": None, "p95_s": None, "max_s": None}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"samples": len(ordered), "p50_s": at(0.5), "p95_s": at(0.95), "max_s": round(ordered[-1], 2)}
+
+
+def _follow_counts(project: Path) -> dict[str, int]:
+    """Cycle counts the follow run recorded in run_results.json."""
+    try:
+        results = json.loads((project / "target" / "run_results.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: int(results[k]) for k in ("cycles", "idle_cycles") if isinstance(results.get(k), int)}
+
+
+def _wait_for(log: Path, text: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"ERROR: follow mode did not start in {timeout_s:.0f} s; see {log}")
+
+
+def _ingest_note(measured: Measurement) -> str:
+    lines = [line for line in measured.output.splitlines() if " ok " in line]
+    return lines[-1].split("batch")[0].split(" ok ", 1)[1].strip() if lines else ""
+
+
+def _json(measured: Measurement) -> dict:
+    for line in reversed(measured.output.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise SystemExit(f"ERROR: no result line in the output:\n{measured.tail()}")
+
+
+def _check(done: subprocess.CompletedProcess, what: str) -> None:
+    if done.returncode != 0:
+        tail = "\n".join(((done.stdout or "") + (done.stderr or "")).strip().splitlines()[-10:])
+        raise SystemExit(f"ERROR: bench step {what} failed (exit {done.returncode}):\n{tail}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Measure a command's whole process tree: wall time, CPU seconds and peak memory.
+
+Spark runs as a JVM the Python driver starts, and the JVM forks Python workers; dlt forks its own
+workers. So a figure for "the run" must cover every process the command starts, including those
+that outlive their parent for a moment:
+
+- CPU: this process becomes a *child subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``), so orphaned
+  descendants are re-parented to it rather than to init; it reaps them, and the kernel then adds
+  their CPU time to ``RUSAGE_CHILDREN``. The difference of that counter around the command is
+  the tree's CPU time, exact, without sampling.
+- Memory: the sum of PSS (proportional set size: shared pages split among the processes that map
+  them, so forked workers are not counted twice) over the tree, sampled every ``SAMPLE_S``; the
+  peak of those sums is reported. A spike shorter than the interval can be missed.
+
+Start long-lived servers (the source database) *before* :func:`become_subreaper`, or their
+orphaned daemon would be counted as part of the next command.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+SAMPLE_S = 0.2
+
+
+@dataclass(frozen=True)
+class Measurement:
+    wall_s: float
+    cpu_s: float
+    peak_pss_mb: float
+    returncode: int
+    output: str  # stdout and stderr, interleaved
+
+    def tail(self, lines: int = 15) -> str:
+        return "\n".join(self.output.strip().splitlines()[-lines:])
+
+
+def become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every live process."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+        parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return parents
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        timeout_s: float = 7200.0, log: Path | None = None) -> Measurement:
+    """Run ``command`` to its end and measure its process tree (see the module docstring).
+
+    The output goes to ``log`` (or a temporary file), never to a pipe: a pipe nobody drains while
+    we sample would block the command."""
+    log = log or Path(f"/tmp/bench-{os.getpid()}-{time.monotonic_ns()}.log")
+    cpu_before = _cpu_of_children()
+    started = time.monotonic()
+    with open(log, "w") as out:
+        process = subprocess.Popen(list(command), cwd=cwd, env=dict(env) if env else None,
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        me = os.getpid()
+        # Orphans re-parented to us are the command's (we run one command at a time), unless
+        # they were our children before it started.
+        before = {pid for pid, parent in _parents().items() if parent == me and pid != process.pid}
+        tracked = {process.pid}
+        peak_kb = 0
+        returncode: int | None = None
+        deadline = started + timeout_s
+        while True:
+            parents = _parents()
+            # A process stays tracked once seen under the command, even after re-parenting to us.
+            tracked |= {pid for pid, parent in parents.items() if parent == me and pid not in before}
+            grown = True
+            while grown:
+                size = len(tracked)
+                tracked |= {pid for pid, parent in parents.items() if parent in tracked}
+                grown = len(tracked) != size
+            live = [pid for pid in tracked if pid in parents]
+            peak_kb = max(peak_kb, sum(_pss_kb(pid) for pid in live))
+            returncode = _reap(process.pid, returncode)
+            if returncode is not None and not live:
+                break
+            if returncode is not None and time.monotonic() > deadline + 30:
+                break  # leftover daemons: stop waiting for them
+            if time.monotonic() > deadline and returncode is None:
+                process.kill()
+            time.sleep(SAMPLE_S)
+    wall = time.monotonic() - started
+    process.returncode = returncode
+    return Measurement(round(wall, 2), round(_cpu_of_children() - cpu_before, 2), round(peak_kb / 1024, 1),
+                       returncode if returncode is not None else -1, log.read_text(errors="replace"))
+
+
+def _reap(main_pid: int, returncode: int | None) -> int | None:
+    """Reap every finished child (the command, and orphans re-parented to us); return the
+    command's exit code once it has ended."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return returncode
+        if pid == 0:
+            return returncode
+        if pid == main_pid:
+            returncode = os.waitstatus_to_exitcode(status)

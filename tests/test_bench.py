@@ -1,0 +1,67 @@
+"""The benchmark's own arithmetic: freshness from Delta commit logs, percentiles, the process
+tree measurement (real processes, no mocks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import bench  # noqa: E402
+
+
+def _commit(folder: Path, version: int, info: dict) -> None:
+    log = folder / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{version:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n")
+
+
+def _bronze(lake: Path, version: int, batch: int, file: str, offset: int) -> None:
+    checkpoint = {"batch": batch, "position": [file, offset]}
+    _commit(lake / "bronze" / "t", version, {"timestamp": 0, "userMetadata": json.dumps(checkpoint)})
+
+
+def _silver(lake: Path, version: int, batch: int, at: float) -> None:
+    _commit(lake / "silver" / "t", version, {"timestamp": int(at * 1000),
+                                              "userMetadata": json.dumps({"bronze_batch": batch})})
+
+
+def test_freshness_is_the_time_to_the_first_silver_commit_covering_the_write(tmp_path):
+    _bronze(tmp_path, 0, 1, "mysql-bin.000009", 500)
+    _bronze(tmp_path, 1, 2, "mysql-bin.000010", 100)  # file numbers, not string order
+    _silver(tmp_path, 0, 1, at=103.0)
+    _silver(tmp_path, 1, 2, at=110.0)
+    writes = [(100.0, ("mysql-bin.000009", 400)),  # covered by batch 1
+              (101.0, ("mysql-bin.000009", 900)),  # past batch 1: batch 2
+              (104.0, ("mysql-bin.000010", 50)),   # batch 2
+              (105.0, ("mysql-bin.000010", 200))]  # never covered: left out
+
+    assert bench.freshness(tmp_path, "t", writes) == [3.0, 9.0, 6.0]
+
+
+def test_percentiles_of_nothing_say_so_and_of_values_pick_ranks():
+    assert bench._percentiles([])["samples"] == 0
+    values = [float(v) for v in range(1, 101)]
+    assert bench._percentiles(values) == {"samples": 100, "p50_s": 51.0, "p95_s": 96.0, "max_s": 100.0}
+
+
+def test_the_measurement_covers_an_orphaned_grandchild_and_keeps_the_exit_code(tmp_path):
+    # A child starts a grandchild that burns 0.5 s of CPU, and exits before it: the orphan is
+    # still measured. In a process of its own: becoming a subreaper is for good.
+    burn = "import time; t = time.process_time(); [0 for _ in iter(lambda: time.process_time() - t > 0.5, True)]"
+    command = [sys.executable, "-c",
+               f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {burn!r}]); sys.exit(3)"]
+    measure = (f"import bench_measure, json; bench_measure.become_subreaper(); "
+               f"m = bench_measure.run({command!r}, log=__import__('pathlib').Path({str(tmp_path / 'out.log')!r})); "
+               "print(json.dumps([m.returncode, m.cpu_s, m.wall_s, m.peak_pss_mb]))")
+    done = subprocess.run([sys.executable, "-c", measure], cwd=SCRIPTS, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    returncode, cpu_s, wall_s, peak_mb = json.loads(done.stdout)
+
+    assert returncode == 3
+    assert cpu_s >= 0.5 and wall_s >= 0.5
+    assert peak_mb > 0
