@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.engine.deltafiles import DataFile, last_txn_version
+from {{ cookiecutter.package_name }}.engine.deltafiles import DataFile, last_txn_version, local_path
 
 
 def write_commit(log: Path, version: int, *actions: dict) -> None:
@@ -48,3 +48,10 @@ def test_file_statistics_carry_the_exact_row_count():
     stats = json.loads(DataFile("/t/f.parquet", 123, {"_batch": 4}, {"_batch": 4}, {"_batch": 0}).stats())
     assert stats == {"numRecords": 123, "minValues": {"_batch": 4}, "maxValues": {"_batch": 4},
                      "nullCount": {"_batch": 0}}
+
+
+def test_local_lake_paths_are_normalised_as_hadoop_normalises_them():
+    assert local_path("file:///lake/bronze/t") == "/lake/bronze/t"
+    assert local_path("file:/lake/bronze/t") == "/lake/bronze/t"
+    assert local_path("/work/../lake//bronze/t/") == "/lake/bronze/t"
+    assert local_path("//lake/bronze") == "/lake/bronze"

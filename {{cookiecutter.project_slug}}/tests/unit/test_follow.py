@@ -58,7 +58,8 @@ class FakePipeline:
     def __init__(self, source: FakeSource):
         self.source = source
         self.retry = RetryPolicy(attempts=3, first_backoff_s=0.0)
-        self.positions: dict[str, BinlogPosition] = {}
+        self.positions: dict[str, BinlogPosition] = {}  # where each table's catch-up read to
+        self.last_transaction: BinlogPosition | None = None  # set: resume positions stay there
         self.fail: dict[str, IngestError] = {}
         self.calls: list[list[str]] = []
         self.on_ingest: Callable[[], None] = lambda: None
@@ -82,6 +83,10 @@ class FakePipeline:
         return results
 
     def resume_position(self, table: str) -> BinlogPosition | None:
+        read = self.positions.get(table)
+        return read if read is None or self.last_transaction is None else min(read, self.last_transaction)
+
+    def read_to(self, table: str) -> BinlogPosition | None:
         return self.positions.get(table)
 
 
@@ -102,6 +107,18 @@ def test_cycles_run_the_pipeline_only_when_the_binlog_moved():
     assert pipeline.calls == [["a", "b"]]  # the first cycle; then nothing moved
     assert (outcome.cycles, outcome.idle_cycles) == (5, 4)
     assert [r.status for r in outcome.results] == ["success", "success"]
+
+
+def test_a_rotation_with_nothing_after_it_leaves_the_loop_idle_after_one_catch_up():
+    # The last transaction ends in the old file; the head is past the new file's header events.
+    source = FakeSource()
+    source.head = BinlogPosition("mysql-bin.000002", 385)
+    pipeline = FakePipeline(source)
+    pipeline.last_transaction = BinlogPosition("mysql-bin.000001", 900)
+
+    outcome = follow(pipeline, source, max_cycles=5)
+
+    assert len(pipeline.calls) == 1 and outcome.idle_cycles == 4
 
 
 def test_a_moved_binlog_runs_the_next_cycle():

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.errors import FatalError
+from {{ cookiecutter.package_name }}.engine.errors import FatalError, SourceUnavailableError
 from {{ cookiecutter.package_name }}.engine.prefetch import ProcessPrefetcher
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def numbers(count: int, fail_after: int | None = None):
@@ -71,6 +76,41 @@ def test_a_consumer_that_stops_early_stops_the_reader_process(tmp_path):
     assert not os.path.exists(f"/proc/{pid}")
 
 
-def test_a_reader_process_that_dies_silently_is_an_error_not_a_hang():
-    with pytest.raises(RuntimeError, match="exit code 3"):
+def test_a_reader_process_that_dies_silently_is_a_retriable_error_not_a_hang():
+    with pytest.raises(SourceUnavailableError, match="exit code 3"):
         list(ProcessPrefetcher(dies, poll_s=0.2))
+
+
+def test_the_reader_process_ends_when_its_parent_is_killed(tmp_path):
+    # kill -9 of the parent: the reader must not block forever on a queue nobody reads.
+    pid_file = tmp_path / "pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from functools import partial\n"
+         "from tests.unit.test_prefetch import endless_with_pid\n"
+         "from {{ cookiecutter.package_name }}.engine.prefetch import ProcessPrefetcher\n"
+         f"reader = iter(ProcessPrefetcher(partial(endless_with_pid, {str(pid_file)!r}), depth=1))\n"
+         "next(reader)\n"
+         "time.sleep(60)\n"],
+        cwd=PROJECT_ROOT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (pid_file.exists() and pid_file.read_text()):
+        time.sleep(0.05)
+    reader = int(pid_file.read_text())
+    time.sleep(0.5)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(reader):
+        time.sleep(0.05)
+    assert not _alive(reader)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a zombie has ended; only its exit status waits to be read)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from {{ cookiecutter.package_name }}.engine.spark import _merged_conf
+from {{ cookiecutter.package_name }}.engine.spark import _merged_conf, local_jvm_options
 
 OURS = {"spark.jars.packages": "io.delta:delta-spark_4.1_2.13:4.4.0",
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=x",
@@ -23,3 +23,10 @@ def test_project_packages_are_added_to_the_delta_jars_not_put_in_their_place():
 def test_other_project_settings_replace_ours():
     assert _merged_conf(OURS, {"spark.sql.shuffle.partitions": "64"})["spark.sql.shuffle.partitions"] == "64"
     assert _merged_conf(OURS, {})["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_a_collector_chosen_by_the_project_replaces_ours_instead_of_clashing_with_it():
+    assert "-XX:+UseSerialGC" in local_jvm_options({})
+    assert "-XX:+UseSerialGC" in local_jvm_options({"spark.driver.extraJavaOptions": "-Xss4m"})
+    chosen = local_jvm_options({"spark.driver.extraJavaOptions": "-Xss4m -XX:+UseG1GC"})
+    assert "GC" not in chosen and "-XX:TieredStopAtLevel=1" in chosen

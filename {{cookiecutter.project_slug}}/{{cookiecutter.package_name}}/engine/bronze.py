@@ -105,10 +105,12 @@ def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T
                                          {"_batch": checkpoint.batch}, {"_batch": 0}))
     try:
         commit_files(spark, path, files, checkpoint)
-    except BaseException:
-        for data in files:  # never referenced by a commit: remove it now rather than leave litter
+    except ConcurrentRunError:
+        for data in files:  # certainly not committed: remove it now rather than leave litter
             os.unlink(data.path)
         raise
+    # Any other error may come after the commit landed (Ctrl-C while the JVM commits, a lost
+    # py4j connection): the file stays, VACUUM removes it if no commit references it.
     return table
 
 

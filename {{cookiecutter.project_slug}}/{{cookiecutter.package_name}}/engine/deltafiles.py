@@ -29,7 +29,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,9 @@ def is_local(path: str) -> bool:
 
 
 def local_path(path: str) -> str:
-    return path[len("file:"):] if path.startswith("file:") else path
+    """The file system path of a local lake path (``file:///abs``, ``/abs/../x``: ``/abs``, ``/x``)."""
+    plain = os.path.normpath(path[len("file:"):] if path.startswith("file:") else path)
+    return "/" + plain.lstrip("/") if plain.startswith("/") else plain
 
 
 def newest_version(log_dir: Path) -> int | None:
@@ -98,6 +100,7 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
     txn = log.startTransaction()
     txn.readWholeTable()
     root = local_path(str(log.dataPath().toUri().getPath())).rstrip("/") + "/"
+    files = [replace(data, path=local_path(data.path)) for data in files]
     last = last_txn_version(Path(root) / "_delta_log", int(txn.snapshot().version()), app_id)
     if last is None:
         last = int(txn.txnVersion(app_id))  # the commit files were cleaned up: ask Delta

@@ -198,7 +198,7 @@ class Follower:
             raise transient[0]
 
     def _caught_up(self, head: BinlogPosition) -> bool:
-        positions = [self._pipeline.resume_position(s.name) for s in self._active]
+        positions = [self._pipeline.read_to(s.name) for s in self._active]
         return all(p is not None and p >= head for p in positions)
 
     def _lag(self) -> str:

@@ -102,9 +102,10 @@ class Pipeline:
         self.spark = spark
         self.run_id = run_id
         self.retry = retry or RetryPolicy()
-        # The newest checkpoint of each table this pipeline ingested successfully, for follow
-        # mode's "nothing to read" test between cycles.
+        # The newest checkpoint of each table this pipeline ingested successfully, and the
+        # position its last catch-up read to, for follow mode's "nothing to read" test.
         self._checkpoints: dict[str, Checkpoint] = {}
+        self._read_to: dict[str, BinlogPosition] = {}
 
     # -- public -----------------------------------------------------------------------
 
@@ -152,8 +153,10 @@ class Pipeline:
         for table in tables:
             if table.ok and table.checkpoint is not None:
                 self._checkpoints[table.spec.name] = table.checkpoint
+                self._read_to[table.spec.name] = stop  # type: ignore[assignment]
             else:
                 self._checkpoints.pop(table.spec.name, None)
+                self._read_to.pop(table.spec.name, None)
         results = [t.result for t in tables]
         errors = {t.spec.name: t.error for t in tables if t.error is not None}
         if errors:
@@ -165,6 +168,17 @@ class Pipeline:
         ingest of it (``None`` before one, and after a failed one)."""
         checkpoint = self._checkpoints.get(table)
         return resume_position(checkpoint) if checkpoint is not None else None
+
+    def read_to(self, table: str) -> BinlogPosition | None:
+        """How far this pipeline's last successful ingest of ``table`` read the binlog: at least
+        its resume position, and past it when nothing of the table followed its last
+        transaction (e.g. the header of a new binlog file after a rotation). Only a hint for
+        skipping idle cycles: the next catch-up still starts at the resume position."""
+        resume = self.resume_position(table)
+        read = self._read_to.get(table)
+        if resume is None or read is None:
+            return resume
+        return max(resume, read)
 
     # -- snapshot ---------------------------------------------------------------------
 

@@ -10,14 +10,21 @@ by the reader are re-raised in the consumer, in order, after the items read befo
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import pickle
 import queue
 import signal
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
+from .errors import SourceUnavailableError
+
 T = TypeVar("T")
+PR_SET_PDEATHSIG = 1
 
 
 class _End:
@@ -55,25 +62,20 @@ class ProcessPrefetcher(Generic[T]):
         context = multiprocessing.get_context("spawn")
         self._queue = context.Queue(maxsize=depth)
         self._process = context.Process(target=_produce, name="binlog-reader", daemon=True,
-                                        args=(factory, self._queue, group_weight, weight))
+                                        args=(factory, self._queue, group_weight, weight, os.getpid()))
         self._poll_s = poll_s
 
     def __iter__(self) -> Iterator[T]:
-        self._process.start()
+        with _sigint_ignored():  # inherited through exec: covers the child's start-up imports
+            self._process.start()
         try:
             while True:
-                try:
-                    item = self._queue.get(timeout=self._poll_s)
-                except queue.Empty:
-                    if not self._process.is_alive():
-                        raise RuntimeError(f"the binlog reader process ended (exit code "
-                                           f"{self._process.exitcode}) without a word") from None
-                    continue
+                item = self._next()
                 if isinstance(item, _End):
                     return
                 if isinstance(item, _Failure):
                     raise item.error
-                yield from item
+                yield from item  # type: ignore[misc]
         finally:
             if self._process.is_alive():
                 self._process.terminate()  # the consumer stopped early: the reader goes too
@@ -81,13 +83,42 @@ class ProcessPrefetcher(Generic[T]):
             self._queue.close()
             self._queue.cancel_join_thread()
 
+    def _next(self) -> object:
+        while True:
+            try:
+                return self._queue.get(timeout=self._poll_s)
+            except queue.Empty:
+                if self._process.is_alive():
+                    continue
+            try:  # it may have sent its last messages just before it ended
+                return self._queue.get(timeout=self._poll_s)
+            except queue.Empty:
+                # Killed (out of memory, a signal): like a dropped connection, worth a retry.
+                raise SourceUnavailableError(
+                    f"the binlog reader process ended without a word (exit code {self._process.exitcode}): "
+                    "run again, it resumes from the last commit") from None
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore Ctrl-C while the child is started (only the main thread may change handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
 
 def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue, group_weight: int,
-             weight: Callable[[T], int]) -> None:
+             weight: Callable[[T], int], parent: int) -> None:
     """The child process: read, send groups of items, then an end marker or the error."""
     # Ctrl-C reaches the whole foreground process group: the parent decides what it means
     # (follow mode finishes its cycle first) and stops this process when it has to.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _end_with_parent(parent)
     group: list[T] = []
     total = 0
     try:
@@ -106,6 +137,17 @@ def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue, gro
         out.put(_Failure(_picklable(exc)))
     out.close()
     out.join_thread()  # every message is in the pipe before the process ends
+
+
+def _end_with_parent(parent: int) -> None:
+    """Be terminated when the parent dies (even by kill -9), instead of blocking forever on a
+    full queue nobody reads, holding the server connection."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the daemon flag covers a normal exit
+        return
+    if os.getppid() != parent:  # it died before the request was in place
+        os._exit(1)
 
 
 def _picklable(exc: BaseException) -> BaseException:

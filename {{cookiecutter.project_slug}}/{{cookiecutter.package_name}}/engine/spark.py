@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -38,7 +39,8 @@ JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.
 # with the work for those cores and never pay back within a run. C1 only and the serial
 # collector cut an ingest's CPU by ~40% and its memory by a third (make bench). The project's
 # own spark.driver.extraJavaOptions come after these, so e.g. -XX:TieredStopAtLevel=4 wins.
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+LOCAL_GC_OPTION = "-XX:+UseSerialGC"  # left out when the project picks a collector (two fail)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest"):  # -> 
     )
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     if config.spark.master.startswith("local"):
-        java_options = f"{LOCAL_JVM_OPTIONS} {java_options}"
+        java_options = f"{local_jvm_options(config.spark.conf)} {java_options}"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
@@ -220,6 +222,15 @@ def _jar_settings(config: ProjectConfig) -> JarSettings:
         return JarSettings(f"the jar cache {_manifest()}", {"spark.jars": ",".join(cached)}, cacheable=False)
     return JarSettings(f"Maven Central ({delta_artifact()})", {"spark.jars.packages": delta_artifact()},
                        cacheable=not extra_packages)
+
+
+def local_jvm_options(project_conf: Mapping[str, str]) -> str:
+    """Our JVM options for a local driver, less the collector when the project's own options
+    choose one (the JVM refuses to start with two)."""
+    theirs = project_conf.get("spark.driver.extraJavaOptions", "")
+    if re.search(r"-XX:\+Use\w+GC\b", theirs):
+        return LOCAL_JVM_OPTIONS
+    return f"{LOCAL_JVM_OPTIONS} {LOCAL_GC_OPTION}"
 
 
 def _merged_conf(ours: Mapping[str, str], project: Mapping[str, str]) -> dict[str, str]:
