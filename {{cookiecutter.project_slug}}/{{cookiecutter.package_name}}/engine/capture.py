@@ -69,7 +69,6 @@ class TableCapture:
     # The bronze batches committed by this catch-up, as written, while they add up to at most
     # silver.LOCAL_BATCH_ROWS rows: silver then merges them without reading bronze back.
     recent: dict[int, pa.Table] = field(default_factory=dict)
-    recent_rows: int = 0
 
 
 def table_stopped(table: str, detail: str) -> FatalError:
@@ -272,8 +271,7 @@ class CatchUp:
                 self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
                 continue
             capture.binlog_rows += len(capture.rows)
-            capture.recent_rows += len(capture.rows)
-            if capture.recent_rows <= LOCAL_BATCH_ROWS:
+            if capture.binlog_rows <= LOCAL_BATCH_ROWS:  # every batch of this catch-up so far
                 capture.recent[checkpoint.batch] = written
             else:
                 capture.recent.clear()  # silver reads these batches from bronze instead
