@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from .typemap import select_list, spark_schema
 log = logging.getLogger(__name__)
 
 ROW_GROUP_ROWS = 131_072  # rows gathered before a Parquet row group is written
+CREATED_ELSEWHERE = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
 
 
 @dataclass(frozen=True)
@@ -362,10 +364,29 @@ def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
     try:
         DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema)).execute()
     except (CapturedException, Py4JJavaError) as exc:
-        # Another run created it at the same moment: the same empty table, so go on; the
-        # commit tells whether that run also took this batch.
-        if not (bronze.is_commit_conflict(exc) and bronze.exists(spark, path)):
+        # Another run is creating it at the same moment: a commit conflict, or (caught while its
+        # first log file is being written) a folder that holds files but is no table yet. Once
+        # its creation is done it is the same empty table, so go on: the commit tells whether
+        # that run also took this batch.
+        racing = bronze.is_commit_conflict(exc) or CREATED_ELSEWHERE in str(exc)
+        if not racing:
             raise
+        if not _appears(spark, path):
+            raise errors.ConcurrentRunError(
+                f"another run is creating the Delta table {path} concurrently (two runs of one table "
+                "on one lake), or the folder holds files but no Delta log; nothing of this batch was "
+                "committed: run again, it resumes from the last committed checkpoint (if this repeats, "
+                "move the folder away)") from None
+
+
+def _appears(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
+    """Whether the table at ``path`` exists, waiting up to ``wait_s`` for a creation under way."""
+    deadline = time.monotonic() + wait_s
+    while not bronze.exists(spark, path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
