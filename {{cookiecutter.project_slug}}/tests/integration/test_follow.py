@@ -85,3 +85,45 @@ def test_idle_cycles_commit_nothing_and_take_milliseconds(spark, config):
     assert versions() == before
     print(f"idle follow cycle: {per_cycle * 1000:.1f} ms")
     assert per_cycle < 0.5
+
+
+def test_a_table_without_changes_commits_nothing_while_another_streams_then_catches_up(
+        spark, config, mariadb):
+    specs = [TableSpec(t, t) for t in TABLES]
+    never = threading.Event()
+    db = config.source.database
+
+    def follow(pipeline: Pipeline, cycles: int, **options) -> None:
+        Follower(pipeline, specs, SourceLink(config.source), never,
+                 FollowOptions(interval_s=0.0, max_cycles=cycles, **options)).run()
+
+    def versions(table: str) -> tuple[int, int]:
+        return tuple(deltalog.newest_version(spark, config.table_path(layer, table))  # type: ignore[return-value]
+                     for layer in ("bronze", "silver"))
+
+    pipeline = Pipeline(config, spark, "follow-held")
+    follow(pipeline, 1)  # snapshot or catch up both
+
+    def change_products_only(price: int) -> None:
+        run_source_sql(mariadb, db, f"UPDATE products SET price = {price} ORDER BY sku LIMIT 1")
+        follow(pipeline, 1)
+
+    # The first binlog advance after a snapshot is committed (it ends the snapshot phase).
+    change_products_only(11)
+    customers = versions("customers")
+    for price in (12, 13, 14):  # then, while only products change, no empty batch per cycle
+        change_products_only(price)
+    assert versions("customers") == customers
+    assert silver_rows(spark, config, "products") == source_rows(config, "products")
+
+    # The held table's next change is read from where the pipeline got to, and lands.
+    run_source_sql(mariadb, db, "UPDATE customers SET tier = 'gold', full_name = 'Held' WHERE customer_id = 2")
+    follow(pipeline, 1)
+    assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+    customers = versions("customers")
+
+    # With no time to hold, an idle table commits its advance (one bronze and one silver batch).
+    run_source_sql(mariadb, db, "UPDATE products SET price = 15 ORDER BY sku LIMIT 1")
+    follow(pipeline, 1, idle_commit_s=0.0)
+    assert versions("customers") == (customers[0] + 1, customers[1] + 1)
+    assert silver_rows(spark, config, "customers") == source_rows(config, "customers")

@@ -62,10 +62,12 @@ class FakePipeline:
         self.last_transaction: BinlogPosition | None = None  # set: resume positions stay there
         self.fail: dict[str, IngestError] = {}
         self.calls: list[list[str]] = []
+        self.held: list[frozenset[str]] = []  # each call's hold_idle
         self.on_ingest: Callable[[], None] = lambda: None
 
-    def ingest(self, specs: Sequence[TableSpec], *, conn=None) -> list[TableResult]:
+    def ingest(self, specs: Sequence[TableSpec], *, conn=None, hold_idle=frozenset()) -> list[TableResult]:
         self.calls.append([s.name for s in specs])
+        self.held.append(frozenset(hold_idle))
         stop = self.source.head  # like a real run: the position current at its start
         self.on_ingest()
         results, errors = [], {}
@@ -133,6 +135,37 @@ def test_a_moved_binlog_runs_the_next_cycle():
     outcome = follow(pipeline, source, max_cycles=4)
     assert len(pipeline.calls) == 2 and outcome.idle_cycles == 2
     assert outcome.rows == 4
+
+
+def move_head(source: FakeSource) -> Callable[[], None]:
+    def move() -> None:
+        source.head = at(source.head.offset + 100)
+    return move
+
+
+def test_idle_advances_are_held_until_idle_commit_seconds_pass_without_a_commit():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.on_ingest = move_head(source)
+    follow(pipeline, source, max_cycles=3)
+    assert pipeline.held == [frozenset({"a", "b"})] * 3
+
+    pipeline = FakePipeline(source)
+    pipeline.on_ingest = move_head(source)
+    follow(pipeline, source, max_cycles=3, idle_commit_s=0.0)
+    assert pipeline.held == [frozenset()] * 3
+
+
+def test_a_table_whose_resume_position_stays_put_stops_being_held():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.on_ingest = move_head(source)
+    pipeline.last_transaction = at(150)  # "a" and "b" never commit past it
+    follow(pipeline, source, max_cycles=4, idle_commit_s=0.05, interval_s=0.03)
+    # First cycle: held since the loop started; its position then stays, and 0.05 s later the
+    # tables must commit it.
+    assert pipeline.held[0] == frozenset({"a", "b"})
+    assert pipeline.held[-1] == frozenset()
 
 
 def test_a_failed_table_is_dropped_and_the_others_are_followed():

@@ -63,6 +63,9 @@ class TableCapture:
     start: BinlogPosition  # changes at or before this are already in bronze
     locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
     convert: Callable[[dict], tuple]
+    # Follow mode: a catch-up that found none of this table's rows may leave its checkpoint
+    # where it is (see ``CatchUp._flush``) instead of committing an empty batch.
+    hold_idle: bool = False
     rows: list[tuple] = field(default_factory=list)
     failure: IngestError | None = None
     binlog_rows: int = 0
@@ -95,15 +98,21 @@ def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
 
 
 def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
-                checkpoint: Checkpoint, delivery: str) -> TableCapture:
+                checkpoint: Checkpoint, delivery: str, *, read_to: BinlogPosition | None = None,
+                hold_idle: bool = False) -> TableCapture:
+    """``read_to``: how far this process already read the binlog past the checkpoint without
+    finding a row of the table (an idle advance held in memory); reading resumes there."""
     progress = checkpoint.snapshot
     start = resume_position(checkpoint)
     if start is None:
         raise FatalError(f"table {spec.name}: checkpoint has neither a position nor chunks", table=spec.name)
+    if read_to is not None and read_to > start:
+        start = read_to
     locator = None
     if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
-    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"))
+    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
+                        hold_idle=hold_idle)
 
 
 def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[RowChange]:
@@ -182,12 +191,12 @@ class CatchUp:
         except IngestError as exc:
             # The stream itself failed (after retries): every table it served stops here, with
             # what was read so far committed, since each transaction routed so far is complete.
-            self._flush(by_source, position)
+            self._flush(by_source, position, final=True)
             for capture in by_source.values():
                 if capture.failure is None:
                     self._fail(capture, exc)
             return
-        self._flush(by_source, max(position, start))
+        self._flush(by_source, max(position, start), final=True)
 
     def _transactions(self, source: BinlogSource, start: BinlogPosition,
                       stop: BinlogPosition) -> Iterator[Transaction]:
@@ -257,11 +266,18 @@ class CatchUp:
             capture.checkpoint.batch + 1,
         )
 
-    def _flush(self, by_source: dict[str, TableCapture], position: BinlogPosition) -> None:
+    def _flush(self, by_source: dict[str, TableCapture], position: BinlogPosition, *,
+               final: bool = False) -> None:
+        """Commit each table's buffered rows with ``position`` as its new checkpoint.
+
+        A table without rows commits only its advance, and only at the end of the catch-up
+        (a flush in between has nothing to save for it), unless its advance is held."""
         for capture in by_source.values():
             if capture.failure is not None or (position <= capture.start and not capture.rows):
                 continue
             target = max(position, capture.start)
+            if not capture.rows and (not final or idle_advance_held(capture, target)):
+                continue
             checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
             try:
                 written = bronze.append_rows(self.spark, self.config.table_path("bronze", capture.spec.name),
@@ -290,6 +306,17 @@ class CatchUp:
     def _server_id(self) -> int:
         low, high = self.config.server_ids
         return low + os.getpid() % (high - low + 1)
+
+
+def idle_advance_held(capture: TableCapture, target: BinlogPosition) -> bool:
+    """Whether a table with no new rows keeps its checkpoint instead of committing ``target``.
+
+    Only in follow mode (``hold_idle``), only in the binlog phase, and never across a binlog
+    file: the committed position then stays in the file being written, so purging older files
+    never strands the table. The advance is not lost: follow mode reads on from it in memory
+    (``new_capture(read_to=)``), and a restarted run re-reads a range with none of its rows."""
+    durable = capture.checkpoint.position
+    return capture.hold_idle and durable is not None and durable.file == target.file
 
 
 def as_table_error(exc: BaseException, table: str, lake_root: str | None = None) -> IngestError:

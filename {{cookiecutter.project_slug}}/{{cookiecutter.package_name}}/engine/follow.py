@@ -6,6 +6,12 @@ starts, then MERGE silver) on a source connection kept open across cycles. It st
 position nothing can have changed (every change, DDL included, moves it), and the cycle ends
 there, without a Spark job or a commit: an idle cycle costs milliseconds.
 
+Idle tables: when only other tables changed, a table's catch-up finds none of its rows. Its
+checkpoint then stays put and the pipeline remembers, in memory, how far it read, instead of
+committing an empty bronze and silver batch every cycle; the position is committed once every
+``idle_commit_s`` and whenever the binlog moves to a new file (so purging old files never
+strands it). A restart re-reads that stretch, which holds none of the table's rows.
+
 Failures: a table that fails is recorded and dropped from the loop (retrying it every second
 would only repeat its error); the others go on. A cycle that fails as a whole because the source
 does not answer is retried with the pipeline's backoff; after the last attempt its error ends
@@ -50,6 +56,7 @@ class FollowOptions:
     max_cycles: int | None = None  # stop after this many cycles (tests, benchmarks)
     max_seconds: float | None = None  # stop after this long (tests, benchmarks)
     heartbeat_s: float = 60.0  # while idle, one line this often
+    idle_commit_s: float = 300.0  # a table without changes commits its position this often
 
 
 @dataclass
@@ -118,6 +125,9 @@ class Follower:
         self._source_failures = 0
         self._last_line = time.monotonic()
         self._cycles_at_last_line = 0
+        # Each table's committed resume position and when this loop saw it change.
+        self._committed: dict[str, tuple[BinlogPosition | None, float]] = {
+            s.name: (None, self._last_line) for s in specs}
 
     def run(self) -> FollowOutcome:
         started = time.monotonic()
@@ -174,12 +184,15 @@ class Follower:
         began = time.monotonic()
         errors: dict[str, IngestError] = {}
         try:
-            results = self._source.call(lambda conn: self._pipeline.ingest(self._active, conn=conn))
+            hold = self._holding_idle()
+            results = self._source.call(lambda conn: self._pipeline.ingest(self._active, conn=conn,
+                                                                           hold_idle=hold))
         except TablesFailed as failed:
             # Through a source that went away every table fails: that is the cycle's failure,
             # retried with backoff, and no table is dropped for it.
             self._source.check()
             results, errors = failed.results, failed.errors
+        self._note_commits()
         for result in results:
             self._results[result.table] = result
         rows = sum(r.snapshot_rows + r.binlog_rows for r in results)
@@ -196,6 +209,19 @@ class Follower:
             self._heartbeat(head)
         if transient:
             raise transient[0]
+
+    def _holding_idle(self) -> frozenset[str]:
+        """Tables whose position may stay uncommitted this cycle if they have no new rows."""
+        now = time.monotonic()
+        return frozenset(name for name, (_, since) in self._committed.items()
+                         if now - since < self._options.idle_commit_s)
+
+    def _note_commits(self) -> None:
+        now = time.monotonic()
+        for name, (known, _) in list(self._committed.items()):
+            position = self._pipeline.resume_position(name)
+            if position is not None and position != known:
+                self._committed[name] = (position, now)
 
     def _caught_up(self, head: BinlogPosition) -> bool:
         positions = [self._pipeline.read_to(s.name) for s in self._active]

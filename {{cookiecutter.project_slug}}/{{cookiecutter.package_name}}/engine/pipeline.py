@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -117,11 +117,14 @@ class Pipeline:
         stop: BinlogPosition | None = None,
         require_snapshot: bool = False,
         conn: pymysql.connections.Connection | None = None,
+        hold_idle: Collection[str] = (),
     ) -> list[TableResult]:
         """Ingest every table; raises ``TablesFailed`` after the others finished when any failed.
 
         ``conn``: a source connection to use (and leave open) instead of a new one; follow mode
-        keeps one for all its cycles."""
+        keeps one for all its cycles. ``hold_idle``: tables whose checkpoint stays put when the
+        catch-up finds none of their rows (follow mode; see ``capture.idle_advance_held``): this
+        pipeline remembers how far it read and its next catch-up of the table starts there."""
         tables = [_Table(s, TableResult(s.name)) for s in specs]
         own_conn = conn is None
         if conn is None:
@@ -142,7 +145,7 @@ class Pipeline:
                 table.result.seconds += time.monotonic() - started
             stop = stop or current_position(conn)
             started = time.monotonic()
-            self._catch_up(conn, [t for t in tables if t.ok], stop)
+            self._catch_up(conn, [t for t in tables if t.ok], stop, frozenset(hold_idle))
             for table in tables:
                 if table.ok:
                     self._merge_silver(table)
@@ -168,6 +171,15 @@ class Pipeline:
         ingest of it (``None`` before one, and after a failed one)."""
         checkpoint = self._checkpoints.get(table)
         return resume_position(checkpoint) if checkpoint is not None else None
+
+    def _read_past(self, table: str, checkpoint: Checkpoint) -> BinlogPosition | None:
+        """How far this pipeline read past ``checkpoint`` without a row of ``table``; ``None``
+        unless ``checkpoint`` is the one its last successful ingest of the table left (a
+        checkpoint committed by someone else invalidates what this pipeline read)."""
+        known = self._checkpoints.get(table)
+        if known is None or known.batch != checkpoint.batch or known.position != checkpoint.position:
+            return None
+        return self._read_to.get(table)
 
     def read_to(self, table: str) -> BinlogPosition | None:
         """How far this pipeline's last successful ingest of ``table`` read the binlog: at least
@@ -251,14 +263,17 @@ class Pipeline:
     # -- binlog and silver -----------------------------------------------------------
 
     def _catch_up(self, conn: pymysql.connections.Connection, tables: Sequence[_Table],
-                  stop: BinlogPosition) -> None:
+                  stop: BinlogPosition, hold_idle: frozenset[str]) -> None:
         delivery = self.config.defaults.delivery
         captures: dict[str, TableCapture] = {}
         for table in tables:
             assert table.schema is not None and table.checkpoint is not None
+            name = table.spec.name
             try:
-                captures[table.spec.name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
-                                                        table.spec.delivery or delivery)
+                captures[name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
+                                             table.spec.delivery or delivery,
+                                             read_to=self._read_past(name, table.checkpoint),
+                                             hold_idle=name in hold_idle)
             except Exception as exc:
                 table.fail(exc, self.config.lake_root)
         CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop)
