@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 
 import pytest
+import yaml
 
-from .conftest import run_cookiecutter
+from .conftest import TEMPLATE, run_cookiecutter
 
 
 @pytest.mark.parametrize(
@@ -25,8 +32,21 @@ from .conftest import run_cookiecutter
         ({"tables": " "}, "tables is empty"),
         ({"source_port": "70000"}, "source_port 70000 is out of range"),
         ({"chunk_size": "lots"}, "chunk_size 'lots' is not a whole number"),
+        ({"chunk_size": "010"}, "chunk_size '010' is not a whole number"),  # YAML would read octal 8
+        ({"server_id_start": "1_000"}, "server_id_start '1_000' is not a whole number"),
+        ({"project_name": "Two\nLines"}, "project_name holds a line break or control character ('\\n')"),
+        # Cookiecutter renders command-line answers: this one arrives as 'Lake {{ x'.
+        ({"project_name": "Lake {{ '{{' }} x"}, "project_name holds template markup '{{'"),
+        ({"project_name": "Lake \U0001f30a"}, "project_name holds '\\U0001f30a', outside the Basic Multilingual"),
+        ({"project_name": "Yes"}, "project_slug 'yes' reads as a boolean or null in YAML"),
+        ({"project_name": "Ok Lake", "package_name": "null"}, "package_name 'null' reads as a boolean or null"),
+        ({"source_host": "db'host"}, "source_host \"db'host\" cannot be the profiles.yml default"),
+        ({"source_user": "ann smith"}, "source_user 'ann smith' cannot be the profiles.yml default"),
+        ({"source_database": 'sales"db'}, "source_database 'sales\"db' cannot be the profiles.yml default"),
+        ({"lake_root": " "}, "lake_root is empty"),
+        ({"spark_master": "local[*]\t"}, "spark_master holds a line break or control character ('\\t')"),
     ],
-    ids=lambda value: value if isinstance(value, str) else "-".join(value),
+    ids=lambda value: value.encode("unicode_escape").decode() if isinstance(value, str) else "-".join(value),
 )
 def test_bad_answers_fail_with_one_error_line_and_leave_nothing_behind(tmp_path, answers, message):
     done = run_cookiecutter(tmp_path, **answers)
@@ -46,9 +66,67 @@ def test_each_named_table_gets_its_module_and_the_answers_are_saved(generate):
     assert 'source_table="Line_Items"' in text and 'name="line_items"' in text
     answers = json.loads((project / ".cookiecutter.json").read_text())
     assert answers["tables"] == "invoices, Line_Items" and answers["package_name"] == "sales_lake"
+    assert "_output_dir" not in answers and "_repo_dir" not in answers  # this machine's paths
 
 
 def test_derived_names_follow_the_project_name(generate):
     project = generate(project_name="Data Team_Lake")
     assert project.name == "data-team-lake"
     assert (project / "data_team_lake" / "engine" / "pipeline.py").exists()
+
+
+HOSTILE_NAME = "Ann's \"Lake\" \\ $HOME `id` <b> & Café {x}"
+HOSTILE_LAKE = "/data/ann's \"lake\" #1 \\ $HOME"
+
+
+def test_answers_with_quotes_backslashes_and_dollars_render_into_files_that_parse(generate):
+    project = generate(project_name=HOSTILE_NAME, lake_root=HOSTILE_LAKE, spark_master="local[2]")
+    assert project.name == "ann-s-lake-home-id-b-cafe-x"
+    settings = yaml.safe_load((project / "lakehouse_project.yml").read_text())
+    assert settings["lake_root"] == HOSTILE_LAKE and settings["spark"]["master"] == "local[2]"
+    assert settings["name"] == project.name and settings["profile"] == "ann_s_lake_home_id_b_cafe_x"
+    profiles = yaml.safe_load((project / "profiles.yml").read_text())
+    assert set(profiles) == {settings["profile"]}
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["description"].startswith(HOSTILE_NAME + ": ")
+    for module in project.rglob("*.py"):
+        compile(module.read_text(), str(module), "exec")
+    assert (project / "README.md").read_text().startswith(f"# {HOSTILE_NAME}\n")
+    done = subprocess.run(["make", "-s", "help"], cwd=project, capture_output=True, text=True)
+    assert done.returncode == 0 and "make setup " in done.stdout, done.stderr
+    assert json.loads((project / ".cookiecutter.json").read_text())["project_name"] == HOSTILE_NAME
+
+
+def make_targets(project: Path) -> set[str]:
+    done = subprocess.run(["make", "-s", "help"], cwd=project, capture_output=True, text=True, check=True)
+    return {line.split()[1] for line in done.stdout.splitlines() if line.strip().startswith("make ")}
+
+
+def test_the_next_steps_name_real_targets_starting_with_the_embedded_source(tmp_path):
+    done = run_cookiecutter(tmp_path, project_name="Steps Lake")
+    assert done.returncode == 0, done.stderr
+    named = re.findall(r"\bmake ([a-z][a-z-]*)", done.stdout)
+    assert named[:2] == ["demo", "source-down"] and {"test", "debug", "ingest-all"} <= set(named)
+    assert set(named) <= make_targets(tmp_path / "steps-lake")
+    (folder,) = re.findall(r"^  cd (\S+)$", done.stdout, re.MULTILINE)
+    assert (Path(os.environ.get("PWD", ".")) / folder).resolve() == (tmp_path / "steps-lake").resolve()
+    assert "MYSQL_PASSWORD" in done.stdout
+
+
+def test_the_next_steps_skip_the_embedded_source_for_a_remote_one(tmp_path):
+    done = run_cookiecutter(tmp_path, project_name="Remote Lake", source_host="db.internal", source_port="3306")
+    assert done.returncode == 0, done.stderr
+    named = re.findall(r"\bmake ([a-z][a-z-]*)", done.stdout)
+    assert "demo" not in named and {"test", "debug", "ingest-all"} <= set(named)
+    assert set(named) <= make_targets(tmp_path / "remote-lake")
+
+
+def test_a_closed_stdout_does_not_fail_the_generation(tmp_path):
+    # As with `cruft diff | head`: the next steps cannot be printed, the project is made anyway.
+    command = [sys.executable, "-m", "cookiecutter", "--no-input", str(TEMPLATE), "-o", str(tmp_path),
+               "project_name=Quiet Lake"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        proc.stdout.close()
+        errors = proc.stderr.read().decode()
+    assert proc.returncode == 0, errors
+    assert (tmp_path / "quiet-lake" / "quiet_lake" / "tables" / "orders.py").exists()

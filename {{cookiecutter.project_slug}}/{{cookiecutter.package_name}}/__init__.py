@@ -1,1 +1,1 @@
-"""{{ cookiecutter.project_name }}: lakehouse ingestion of MySQL/MariaDB tables into Delta Lake."""
+"""Lakehouse ingestion of MySQL/MariaDB tables into Delta Lake."""
