@@ -24,6 +24,20 @@ def test_the_generated_repository_lints_clean(project):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_generated_package_type_checks_clean(project):
+    """As the generated ``make lint`` runs it, with the project's own ``[tool.mypy]`` settings."""
+    done = subprocess.run([sys.executable, "-m", "mypy", "template_check"], cwd=project,
+                          capture_output=True, text=True, timeout=15 * 60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_generated_makefile_lints_with_ruff_and_mypy(project):
+    done = subprocess.run(["make", "-n", "lint", "VENV=/nonexistent"], cwd=project, capture_output=True, text=True)
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert "/nonexistent/bin/python -m ruff check ." in lines
+    assert "/nonexistent/bin/python -m mypy template_check" in lines
+
+
 def test_the_generated_makefile_lists_its_targets_by_default(project):
     done = subprocess.run(["make", "-s"], cwd=project, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -30,3 +30,10 @@ def test_a_collector_chosen_by_the_project_replaces_ours_instead_of_clashing_wit
     assert "-XX:+UseSerialGC" in local_jvm_options({"spark.driver.extraJavaOptions": "-Xss4m"})
     chosen = local_jvm_options({"spark.driver.extraJavaOptions": "-Xss4m -XX:+UseG1GC"})
     assert "GC" not in chosen and "-XX:TieredStopAtLevel=1" in chosen
+
+
+def test_short_runs_use_c1_only_and_a_long_running_follow_keeps_the_optimising_compiler():
+    assert "-XX:TieredStopAtLevel=1" in local_jvm_options({}).split()
+    long_running = local_jvm_options({}, long_running=True).split()
+    assert "-XX:TieredStopAtLevel=1" not in long_running and "-XX:+UseSerialGC" in long_running
+    assert local_jvm_options({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, long_running=True) == ""

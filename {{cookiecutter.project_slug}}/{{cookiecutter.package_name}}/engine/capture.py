@@ -222,10 +222,10 @@ class CatchUp:
                 time.sleep(pause)
 
     def _route(self, transaction: Transaction, by_source: dict[str, TableCapture]) -> int:
-        for change in transaction.schema_changes:
-            capture = by_source.get(change.table)
+        for ddl in transaction.schema_changes:
+            capture = by_source.get(ddl.table)
             if capture is not None and capture.failure is None and transaction.end > capture.start:
-                self._fail(capture, schema_changed(capture.spec.name, f"{change.statement!r} at {change.position}"))
+                self._fail(capture, schema_changed(capture.spec.name, f"{ddl.statement!r} at {ddl.position}"))
         for problem in transaction.problems:
             capture = by_source.get(problem.table)
             if capture is not None and capture.failure is None and problem.position > capture.start:

@@ -123,7 +123,8 @@ def _uneven_split(
     name = qualified(table.schema, table.table)
     boundaries: list[KeyValue] = []
     while True:
-        where, args = ("", [])
+        where = ""
+        args: list[Any] = []
         if boundaries:
             where, args = lower_bound(table.key, boundaries[-1])
             where = f" WHERE {where}"

@@ -35,6 +35,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from .spark import jvm_view
+
 
 @dataclass(frozen=True)
 class DataFile:
@@ -93,7 +95,7 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
 
     Raises :class:`AlreadyCommitted` when ``app_id`` already committed ``version`` (or later),
     and Delta's own exceptions on a conflicting concurrent commit."""
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     jspark = spark._jsparkSession
     delta = jvm.org.apache.spark.sql.delta
     log = delta.DeltaLog.forTable(jspark, table_path)

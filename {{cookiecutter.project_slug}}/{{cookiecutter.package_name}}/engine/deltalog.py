@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
+
+from .spark import jvm_view
 
 
 @dataclass(frozen=True)
@@ -28,20 +31,20 @@ class Commit:
     txns: Mapping[str, int]  # SetTransaction app id -> version
 
 
-def delta_log(spark: SparkSession, path: str):  # -> JavaObject (org.apache.spark.sql.delta.DeltaLog)
+def delta_log(spark: SparkSession, path: str) -> Any:  # py4j JavaObject: org.apache.spark.sql.delta.DeltaLog
     """Delta's cached log object of the table at ``path`` (no I/O until it is asked something)."""
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return jvm_view(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
 
 
 def newest_version(spark: SparkSession, path: str) -> int:
     """The table's newest commit version, -1 when there is no table (one listing of the log)."""
-    none = spark._jvm.scala.Option.empty()
+    none = jvm_view(spark).scala.Option.empty()
     return int(delta_log(spark, path).update(False, none, none).version())
 
 
 def table_property(spark: SparkSession, path: str, name: str) -> str | None:
     """A table property of the newest snapshot (``None`` when unset or there is no table)."""
-    none = spark._jvm.scala.Option.empty()
+    none = jvm_view(spark).scala.Option.empty()
     value = delta_log(spark, path).update(False, none, none).metadata().configuration().get(name)
     return str(value.get()) if value.isDefined() else None
 
@@ -54,7 +57,7 @@ def commits_back(spark: SparkSession, path: str, newest: int | None = None) -> I
     log = delta_log(spark, path)
     if newest is None:
         newest = newest_version(spark, path)
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     store, conf, log_path = log.store(), log.newDeltaHadoopConf(), log.logPath()
     for version in range(newest, -1, -1):
         try:
@@ -69,7 +72,7 @@ def commits_back(spark: SparkSession, path: str, newest: int | None = None) -> I
 def parse_commit(version: int, lines: list[str]) -> Commit:
     """The commit info and transaction ids of a commit file's lines (its data files are skipped
     unparsed: their statistics make up nearly all of the file)."""
-    info: dict = {}
+    info: dict[str, Any] = {}
     txns: dict[str, int] = {}
     for line in lines:
         head = line.lstrip("{ \t")  # each line is one action: {"<kind>": {...}}

@@ -10,8 +10,13 @@ import errno
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+from .spark import jvm_view
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def local_folder(lake_root: str) -> Path | None:
@@ -43,9 +48,9 @@ def check_writable(lake_root: str) -> None:
         ) from exc
 
 
-def check_filesystem(spark, lake_root: str) -> None:
+def check_filesystem(spark: SparkSession, lake_root: str) -> None:
     """Load the Hadoop filesystem of the lake root (no I/O): a scheme whose jars are missing,
     such as ``s3a://`` without hadoop-aws, fails here; the CLI turns that into the fix."""
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     path = jvm.org.apache.hadoop.fs.Path(lake_root)
     path.getFileSystem(spark._jsc.hadoopConfiguration())

@@ -38,6 +38,7 @@ from .positions import BinlogPosition
 from .preflight import run_preflight
 from .snapshot import snapshot_batch
 from .source import connect, current_position
+from .spark import jvm_view
 from .tables import TableSpec
 from .typemap import spark_schema
 
@@ -156,7 +157,7 @@ class Pipeline:
         for table in tables:
             if table.ok and table.checkpoint is not None:
                 self._checkpoints[table.spec.name] = table.checkpoint
-                self._read_to[table.spec.name] = stop  # type: ignore[assignment]
+                self._read_to[table.spec.name] = stop
             else:
                 self._checkpoints.pop(table.spec.name, None)
                 self._read_to.pop(table.spec.name, None)
@@ -236,12 +237,12 @@ class Pipeline:
                 # A silver transform is Spark code: silver then takes the rows by MERGE only.
                 silver_path=self.config.table_path("silver", spec.name) if spec.transform is None else None,
             )
-            checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id,
-                                    snapshot=checkpoint.snapshot.with_done(watermarks))
+            progress = checkpoint.snapshot.with_done(watermarks)
+            checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id, snapshot=progress)
             result.snapshot_rows += rows
             elapsed = max(time.monotonic() - started, 1e-6)
             log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s", spec.name,
-                     len(checkpoint.snapshot.done), total, result.snapshot_rows,
+                     len(progress.done), total, result.snapshot_rows,
                      result.snapshot_rows / elapsed)
         return checkpoint
 
@@ -310,7 +311,7 @@ class Pipeline:
     # -- helpers ----------------------------------------------------------------------
 
     def _drop_lake_tables(self, name: str) -> None:
-        jvm = self.spark._jvm  # Hadoop FileSystem works for local paths and s3a:// alike
+        jvm = jvm_view(self.spark)  # Hadoop FileSystem works for local paths and s3a:// alike
         hadoop_conf = self.spark._jsc.hadoopConfiguration()
         for layer in ("bronze", "silver"):
             path = jvm.org.apache.hadoop.fs.Path(self.config.table_path(layer, name))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import total_ordering
+from typing import Any
 
 _FILE_NUMBER = re.compile(r"\.(\d+)$")
 
@@ -51,9 +52,9 @@ class BinlogPosition:
         return [self.file, self.offset]
 
     @classmethod
-    def from_json(cls, raw: list[object]) -> BinlogPosition:
+    def from_json(cls, raw: list[Any]) -> BinlogPosition:
         file, offset = raw
-        return cls(str(file), int(offset))  # type: ignore[arg-type]
+        return cls(str(file), int(offset))
 
 
 def sequence(position: BinlogPosition, row_index: int = 0) -> Decimal:

@@ -47,7 +47,7 @@ def write_run_results(
         "status": status,
         "message": message,
         "elapsed_seconds": round((finished - started_at).total_seconds(), 3),
-        "results": [asdict(r) if is_dataclass(r) else r for r in results],
+        "results": [asdict(r) if is_dataclass(r) and not isinstance(r, type) else r for r in results],
         **(extra or {}),
     }
     path = target_dir / FILE_NAME

@@ -153,13 +153,16 @@ class TextResult:
 
     def __init__(self, conn: pymysql.connections.Connection, sql: str, args: Any = None,
                  block_bytes: int = BLOCK_BYTES):
-        self._conn = conn
+        # Any: this reads pymysql's private protocol state (``_sock``, ``_next_seq_id``,
+        # ``MySQLResult.fields``...), which its type stubs do not declare.
+        wire: Any = conn
+        self._conn = wire
         self._block = block_bytes
         query = sql if args is None else sql % tuple(conn.literal(arg) for arg in args)
-        conn._execute_command(COMMAND.COM_QUERY, query)
-        result = MySQLResult(conn)
+        wire._execute_command(COMMAND.COM_QUERY, query)
+        result: Any = MySQLResult(conn)
         result.init_unbuffered_query()  # server errors and the column definitions, by pymysql
-        conn._result = result
+        wire._result = result
         self._result = result
         if not result.unbuffered_active:
             raise ProtocolError("the statement returned no rows to read")

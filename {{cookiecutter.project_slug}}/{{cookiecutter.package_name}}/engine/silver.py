@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.errors.exceptions.captured import CapturedException
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession, Window
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -193,7 +193,7 @@ def batch_facts(changes: DataFrame, key: Sequence[str]) -> BatchFacts:
 
 
 def merge_condition(key: Sequence[str], bounds: Sequence[tuple[str, Any, Any]],
-                    types: dict[str, T.DataType]):  # -> Column
+                    types: dict[str, T.DataType]) -> Column:
     """Key equality, plus each bounded key column between the batch's min and max: a
     target-only predicate, which Delta uses to skip files by their statistics."""
     terms = [F.col(f"t.{quote_ident(k)}") == F.col(f"s.{quote_ident(k)}") for k in key]
@@ -269,7 +269,7 @@ def _merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str]
     from delta.tables import DeltaTable
 
     types = {f.name: f.dataType for f in latest.schema.fields}
-    values = {quote_ident(c): f"s.{quote_ident(c)}" for c in latest.columns}
+    values: dict[str, str | Column] = {quote_ident(c): f"s.{quote_ident(c)}" for c in latest.columns}
     conf = {USER_METADATA_CONF: commit.marker, TXN_APP_ID_CONF: commit.app_id,
             TXN_VERSION_CONF: str(commit.batch)}
     if source_in_memory:  # Delta would copy it once more, to read the same rows in each pass

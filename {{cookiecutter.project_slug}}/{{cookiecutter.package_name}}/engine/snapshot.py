@@ -272,7 +272,7 @@ def snapshot_batch(
             if seed:
                 _seed_silver(spark, silver_path, table, files, committed)  # type: ignore[arg-type]
         else:
-            paths = [s.path for s in files]
+            paths = [s.path for s in files if s.path is not None]  # all of them: narrows the type
             rows = (spark.read.schema(schema).parquet(*paths) if paths
                     else spark.createDataFrame([], _nullable(schema)))
             bronze.append(rows, bronze_path, committed)

@@ -24,10 +24,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from .config import ProjectConfig
 from .errors import ConfigError
 from .failures import note_interrupt
+
+if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
+    from pyspark.sql import SparkSession
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -37,8 +42,10 @@ SPARK_LOG = "spark.log"
 JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.extraJavaOptions": " "}
 # A local driver on a few cores runs short jobs: C2 compilation and parallel GC threads compete
 # with the work for those cores and never pay back within a run. C1 only and the serial
-# collector cut an ingest's CPU by ~40% and its memory by a third (make bench). The project's
-# own spark.driver.extraJavaOptions come after these, so e.g. -XX:TieredStopAtLevel=4 wins.
+# collector cut an ingest's CPU by ~40% and its memory by a third (make bench). A long-running
+# process (follow) is the opposite: once C2 has compiled the MERGE's scan, a small MERGE into a
+# 6M-row silver took ~6 s instead of 14-40 s, so it keeps C2. The project's own
+# spark.driver.extraJavaOptions come after these, so e.g. -XX:TieredStopAtLevel=4 wins.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 LOCAL_GC_OPTION = "-XX:+UseSerialGC"  # left out when the project picks a collector (two fail)
 
@@ -60,8 +67,10 @@ def delta_artifact() -> str:
     return f"io.delta:delta-spark_{spark_minor}_2.13:{metadata.version('delta-spark')}"
 
 
-def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest"):  # -> SparkSession
-    """Start (or return) the session. Local masters bind to loopback only."""
+def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
+              long_running: bool = False) -> SparkSession:
+    """Start (or return) the session. Local masters bind to loopback only. ``long_running``:
+    the process runs for hours (follow), so the JVM keeps its optimising compiler."""
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         raise ConfigError("Java 17 is needed by Spark and was not found: install openjdk-17-jre-headless")
     from pyspark.errors import PySparkRuntimeError
@@ -88,7 +97,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest"):  # -> 
     )
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     if config.spark.master.startswith("local"):
-        java_options = f"{local_jvm_options(config.spark.conf)} {java_options}"
+        java_options = f"{local_jvm_options(config.spark.conf, long_running)} {java_options}"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
@@ -145,7 +154,16 @@ def _jvm_output_to(path: Path) -> Iterator[None]:
             os.close(fd)
 
 
-def _interrupt_promptly(spark) -> None:
+def jvm_view(spark: SparkSession) -> Any:
+    """The session's py4j view of the JVM (``jvm_view(spark).org.apache...``). pyspark types it
+    as optional, unset before a context starts; a started session always has it."""
+    view = spark._jvm
+    if view is None:
+        raise RuntimeError("the Spark session has no JVM gateway")
+    return view
+
+
+def _interrupt_promptly(spark: SparkSession) -> None:
     """Make Ctrl-C stop the run at once, leaving the py4j connection usable for clean-up.
 
     pyspark's own SIGINT handler cancels the jobs through the main thread's py4j connection,
@@ -167,9 +185,9 @@ def _interrupt_promptly(spark) -> None:
         except Py4JError as exc:  # the JVM is already going away: nothing left to cancel
             log.debug("cancelling Spark jobs after Ctrl-C: %s", exc)
 
-    def on_sigint(signum, frame) -> None:
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
         note_interrupt()
-        client = getattr(context._gateway, "_gateway_client", None)
+        client: Any = getattr(context._gateway, "_gateway_client", None)  # py4j's, untyped
         connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
         if connection is not None:
             connection.close(reset=True)
@@ -224,13 +242,14 @@ def _jar_settings(config: ProjectConfig) -> JarSettings:
                        cacheable=not extra_packages)
 
 
-def local_jvm_options(project_conf: Mapping[str, str]) -> str:
-    """Our JVM options for a local driver, less the collector when the project's own options
-    choose one (the JVM refuses to start with two)."""
+def local_jvm_options(project_conf: Mapping[str, str], long_running: bool = False) -> str:
+    """Our JVM options for a local driver: C1 only unless ``long_running``, and the serial
+    collector unless the project's own options choose one (the JVM refuses to start with two)."""
     theirs = project_conf.get("spark.driver.extraJavaOptions", "")
-    if re.search(r"-XX:\+Use\w+GC\b", theirs):
-        return LOCAL_JVM_OPTIONS
-    return f"{LOCAL_JVM_OPTIONS} {LOCAL_GC_OPTION}"
+    options = [] if long_running else [LOCAL_JVM_OPTIONS]
+    if not re.search(r"-XX:\+Use\w+GC\b", theirs):
+        options.append(LOCAL_GC_OPTION)
+    return " ".join(options)
 
 
 def _merged_conf(ours: Mapping[str, str], project: Mapping[str, str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -38,7 +39,7 @@ def encode(value: Any) -> list[Any]:
 
 def decode(raw: list[Any]) -> Any:
     tag, value = raw
-    decoders = {
+    decoders: dict[str, Callable[[Any], Any]] = {
         "none": lambda v: None,
         "bool": bool,
         "int": int,
