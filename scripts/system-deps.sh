@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs what pip cannot: Java 17 for Spark and Debian's mariadb-server for the embedded
-# source. Uses apt-get as root, or through passwordless sudo; otherwise says what to install.
+# Installs what pip cannot: Java 17 for Spark, Debian's mariadb-server for the embedded source
+# and chromium for the test that reads the Data Docs in a headless browser. Uses apt-get as
+# root, or through passwordless sudo; otherwise says what to install.
 set -euo pipefail
 
 missing=()
 command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || missing+=(openjdk-17-jre-headless)
 { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing+=(mariadb-server)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -17,7 +19,7 @@ else
   exit 2
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "ERROR: missing ${missing[*]} and no apt-get here: install Java 17 and MariaDB 10.6+ yourself" >&2
+  echo "ERROR: missing ${missing[*]} and no apt-get here: install Java 17, MariaDB 10.6+ and Chromium yourself" >&2
   exit 2
 fi
 echo "Installing ${missing[*]} from Debian's packages..."

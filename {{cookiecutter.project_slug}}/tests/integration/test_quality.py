@@ -1,35 +1,140 @@
-"""Great Expectations checks of silver against the source at one binlog position."""
+"""Great Expectations checks of silver against the source at one binlog position: read-only,
+beside a running ingest, with GX files left alone and Data Docs that read offline."""
 
 from __future__ import annotations
 
+import html
+import re
+from pathlib import Path
+
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.dq import run_checks
+from {{ cookiecutter.package_name }}.engine import deltalog
+from {{ cookiecutter.package_name }}.engine.datadocs import external_references
+from {{ cookiecutter.package_name }}.engine.dq import ALIGNMENT_CHECK, run_checks
+from {{ cookiecutter.package_name }}.engine.locks import table_locks
 from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
 
+from .browser import ensure_browser, rendered_dom
 from .helpers import demo_specs, run_source_sql
+from .test_cli import cli, project_dir, run_results
 
 pytestmark = pytest.mark.integration
 
 
-def test_checks_pass_when_silver_matches_the_source_even_after_new_source_changes(spark, config, mariadb):
+def lake_versions(spark, config, tables) -> dict[str, int]:
+    return {f"{layer}/{t}": deltalog.newest_version(spark, config.table_path(layer, t))
+            for t in tables for layer in ("bronze", "silver")}
+
+
+def gx_files(gx_dir: Path) -> dict[str, tuple[int, bytes]]:
+    """Every GX file kept in git (all but ``uncommitted/``): modification time and contents."""
+    return {str(p.relative_to(gx_dir)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(gx_dir.rglob("*")) if p.is_file() and "uncommitted" not in p.parts}
+
+
+def visible_text(dom: str) -> str:
+    """The words a reader sees: tags, styles and scripts dropped, white space collapsed."""
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S | re.I)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+def test_checks_pass_at_silvers_position_after_new_source_changes_without_writing_the_lake(spark, config, mariadb):
     specs = demo_specs()
-    pipeline = Pipeline(config, spark, "run-1")
-    pipeline.ingest(specs)
-    # Changes after the last ingest: the checks first bring silver to the counted position.
-    run_source_sql(mariadb, config.source.database, "DELETE FROM customers WHERE customer_id < 30;")
-    results = run_checks(config, spark, Pipeline(config, spark, "dq"), specs)
+    Pipeline(config, spark, "run-1").ingest(specs)
+    before = lake_versions(spark, config, [s.name for s in specs])
+    # Changes after the last ingest (deletes, inserts, a key change): the count is carried back
+    # through the binlog to the position silver is at; nothing is ingested.
+    run_source_sql(mariadb, config.source.database, """
+        DELETE FROM order_items WHERE order_id IN (SELECT order_id FROM orders WHERE customer_id < 30);
+        DELETE FROM orders WHERE customer_id < 30;
+        DELETE FROM customers WHERE customer_id < 30;
+        INSERT INTO customers (customer_id, email, full_name, country, created_at)
+            VALUES (100001, 'new@example.com', 'New', 'DE', NOW());
+        UPDATE customers SET customer_id = 100002 WHERE customer_id = 31;
+        UPDATE customers SET full_name = 'Renamed' WHERE customer_id BETWEEN 40 AND 49;
+    """)
+    results = run_checks(config, spark, specs)
     assert [r.table for r in results] == [s.name for s in specs]
     assert all(r.success for r in results), [(r.table, [c for c in r.checks if not c.success]) for r in results]
     assert any("unique" in c.expectation for c in results[3].checks)  # composite key of order_items
     assert results[0].docs_path and results[0].docs_path.endswith(".html")
+    assert all(r.compared_at and ":" in r.compared_at for r in results)  # file:offset
+    assert lake_versions(spark, config, [s.name for s in specs]) == before  # dq wrote nothing
 
 
 def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):
     specs = [s for s in demo_specs() if s.name == "customers"]
     Pipeline(config, spark, "run-1").ingest(specs)
     spark.sql(f"DELETE FROM delta.`{config.table_path('silver', 'customers')}` WHERE customer_id = 42")
-    (result,) = run_checks(config, spark, Pipeline(config, spark, "dq"), specs)
+    (result,) = run_checks(config, spark, specs)
     assert not result.success
     failed = [c for c in result.checks if not c.success]
     assert len(failed) == 1 and "row_count" in failed[0].expectation
+
+
+def test_a_table_missing_from_the_lake_fails_its_check_and_is_not_copied(spark, config):
+    specs = [s for s in demo_specs() if s.name in ("customers", "products")]
+    Pipeline(config, spark, "run-1").ingest(specs[:1])
+    results = run_checks(config, spark, specs)
+    assert [(r.table, r.success) for r in results] == [("customers", True), ("products", False)]
+    (check,) = results[1].checks
+    assert check.expectation == ALIGNMENT_CHECK
+    assert "not in the lake" in check.observed and "make ingest TABLE=products" in check.observed
+    assert deltalog.newest_version(spark, config.table_path("bronze", "products")) < 0  # no snapshot
+
+
+def test_a_second_run_leaves_the_gx_files_as_they_were(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name in ("customers", "order_items")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    assert all(r.success for r in run_checks(config, spark, specs))
+    first = gx_files(config.gx_dir / "gx")
+    assert any(name.startswith("expectations") for name in first) and "great_expectations.yml" in first
+    # Another count (a new source row) is a parameter of the run, not a change of the suite.
+    run_source_sql(mariadb, config.source.database,
+                   "INSERT INTO customers (customer_id, email, full_name, country, created_at) "
+                   "VALUES (100001, 'n@example.com', 'N', 'DE', NOW());")
+    results = run_checks(config, spark, specs)
+    assert all(r.success for r in results), results
+    assert gx_files(config.gx_dir / "gx") == first
+
+
+def test_dq_runs_while_an_ingest_of_the_same_table_holds_its_lock(spark, config, mariadb):
+    done = cli(config, "ingest", "--select", "customers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_source_sql(mariadb, config.source.database, "DELETE FROM customers WHERE customer_id < 10;")
+    with table_locks(project_dir(config) / "target" / "locks", ["customers"]):  # an ingest running
+        done = cli(config, "dq", "--select", "customers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "customers                PASS  at binlog " in done.stdout
+    assert run_results(config)["status"] == "success"
+
+
+def test_data_docs_read_offline_in_headless_chromium(spark, config, mariadb):
+    browser = ensure_browser()  # fails, never skips, when no Chromium can be had
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    spark.sql(f"DELETE FROM delta.`{config.table_path('silver', 'customers')}` WHERE customer_id = 42")
+    (result,) = run_checks(config, spark, specs)
+    assert not result.success and result.docs_path and result.compared_at
+    site = Path(result.docs_path).parent
+
+    for path in [*site.rglob("*.html"), *site.rglob("*.css")]:
+        assert external_references(path.read_text()) == [], path
+
+    index_dom = rendered_dom(browser, site / "index.html")
+    assert external_references(index_dom) == []
+    index = visible_text(index_dom)  # the runs' table, drawn without bootstrap-table
+    assert f"binlog {result.compared_at}" in index and "customers" in index
+    assert "Failed" in index  # the run's status, as text
+
+    (page,) = site.glob("validations/customers/**/*.html")
+    dom = rendered_dom(browser, page)
+    assert external_references(dom) == []
+    text = visible_text(dom)
+    assert f"Run Name binlog {result.compared_at}" in text  # the compared position
+    assert "Expectation Suite: customers" in text and "Status: Failed" in text
+    assert "Must have exactly 400 rows. 399" in text  # the source's count there, and silver's
+    assert "values must never be null. 100% not null" in text
+    assert "values must be unique. 0% unexpected" in text
+    assert "Unsuccessful Expectations 1" in text

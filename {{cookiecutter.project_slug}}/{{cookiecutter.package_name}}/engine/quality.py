@@ -2,14 +2,16 @@
 
 ``run_quality_checks`` validates a Spark DataFrame against a per-table suite (keys not null, key
 unique, exact row count, plus caller-supplied expectations) in a File data context and builds the
-local Data Docs. GX objects are upserted by name, so re-runs (same or new process) reuse them.
+local Data Docs, rewritten to read offline (``datadocs``). GX objects are saved only when they
+differ from the stored ones: the source row count is a suite parameter given to each run, so a
+scheduled run leaves ``gx/`` (everything outside ``gx/uncommitted``) untouched.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -31,6 +33,7 @@ __all__ = ["CheckOutcome", "QualityResult", "run_quality_checks"]
 
 DATASOURCE_NAME = "spark_dataframes"
 BATCH_DEFINITION_NAME = "whole_dataframe"
+ROW_COUNT_PARAMETER = "source_row_count"
 _NO_BARS = {"globally": False, "metric_calculations": False}
 
 
@@ -47,6 +50,7 @@ class QualityResult:
     success: bool
     checks: tuple[CheckOutcome, ...]
     docs_path: str | None  # path of the Data Docs index.html built for this run, if any
+    compared_at: str | None = None  # the binlog position silver and the source were compared at
 
 
 def run_quality_checks(
@@ -57,49 +61,68 @@ def run_quality_checks(
     expected_row_count: int,
     extra_expectations: Sequence[Expectation] = (),
     gx_root: pathlib.Path,
+    compared_at: str | None = None,
 ) -> QualityResult:
     """Validate ``df`` for ``table`` and return a summary of every expectation.
 
     The GX project lives in ``gx_root / "gx"`` (created on first use). The suite is named ``table``
-    and is *replaced* on every call, so changed ``key_columns``/``extra_expectations`` take effect
-    at once. ``extra_expectations`` are copied first, so the same instances may be passed on every
-    run (GX refuses an Expectation object that already belongs to a suite). ``df`` is cached for
-    the run and unpersisted afterwards unless the caller had cached it.
+    and is saved again only when its expectations changed, so changed ``key_columns`` or
+    ``extra_expectations`` take effect at once and an unchanged suite is never rewritten; the row
+    count is the suite parameter ``source_row_count``. ``compared_at`` (the binlog position) is
+    the run's name, shown in the Data Docs next to the results. ``extra_expectations`` are
+    copied first, so the same instances may be passed on every run (GX refuses an Expectation
+    object that already belongs to a suite). ``df`` is cached for the run and unpersisted
+    afterwards unless the caller had cached it.
 
     Failing expectations do not raise: they give ``success=False``. GX errors (e.g. an unknown
     column) become failed checks whose ``observed`` starts with ``"error:"``. ``docs_path`` is
-    the local site's ``index.html`` refreshed by the checkpoint's ``UpdateDataDocsAction``.
+    the local site's ``index.html`` refreshed by the checkpoint's ``UpdateDataDocsAction``, its
+    pages rewritten to need no network.
     """
     if not key_columns:
         raise ValueError(f"{table}: key_columns must not be empty")
     import great_expectations as gx
     from great_expectations.checkpoint.actions import UpdateDataDocsAction
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    from .datadocs import make_offline
 
     context = gx.get_context(mode="file", project_root_dir=str(gx_root))
     _quiet_context(context)
     batch_definition = _batch_definition(context, table)
-    suite = context.suites.add_or_update(
-        _build_suite(table, key_columns, expected_row_count, extra_expectations)
+    suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations))
+    validation = _saved(
+        context.validation_definitions,
+        gx.ValidationDefinition(name=f"{table}__validation", data=batch_definition, suite=suite),
+        lambda stored: stored.suite.id == suite.id and stored.data.id == batch_definition.id,
     )
-    validation = context.validation_definitions.add_or_update(
-        gx.ValidationDefinition(name=f"{table}__validation", data=batch_definition, suite=suite)
-    )
-    checkpoint = context.checkpoints.add_or_update(
+    checkpoint = _saved(
+        context.checkpoints,
         gx.Checkpoint(
             name=f"{table}__checkpoint",
             validation_definitions=[validation],
             actions=[UpdateDataDocsAction(name="update_data_docs")],
             result_format="SUMMARY",
-        )
+        ),
+        lambda stored: ([v.id for v in stored.validation_definitions] == [validation.id]
+                        and [(a.type, a.name) for a in stored.actions] == [("update_data_docs", "update_data_docs")]
+                        and stored.result_format == "SUMMARY"),
     )
     # GX's Spark engine persist()s the batch (so its metric jobs share one scan) but never
     # releases it: undo that unless the caller had already cached df.
     was_cached = df.is_cached
     try:
-        result = checkpoint.run(batch_parameters={"dataframe": df})
+        result = checkpoint.run(
+            batch_parameters={"dataframe": df},
+            expectation_parameters={ROW_COUNT_PARAMETER: expected_row_count},
+            run_id=RunIdentifier(run_name=f"binlog {compared_at}" if compared_at else None),
+        )
     finally:
         if not was_cached and df.is_cached:
             df.unpersist()
+    docs_path = _local_docs_index(context)
+    if docs_path is not None:
+        make_offline(pathlib.Path(docs_path).parent)
 
     checks: list[CheckOutcome] = []
     for suite_result in result.run_results.values():
@@ -108,7 +131,8 @@ def run_quality_checks(
         table=table,
         success=bool(result.success),
         checks=tuple(checks),
-        docs_path=_local_docs_index(context),
+        docs_path=docs_path,
+        compared_at=compared_at,
     )
 
 
@@ -154,10 +178,40 @@ def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefiniti
         return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
 
 
+def _saved_suite(context: AbstractDataContext, suite: ExpectationSuite) -> ExpectationSuite:
+    """The stored suite when it holds the same expectations as ``suite``, else ``suite`` saved."""
+    return _saved(context.suites, suite, lambda stored: _shape(stored) == _shape(suite))
+
+
+def _shape(suite: ExpectationSuite) -> list[dict[str, Any]]:
+    """What a suite checks, without the ids GX assigns when saving."""
+    shapes = []
+    for expectation in suite.expectations:
+        body = expectation.configuration.to_json_dict()
+        body.pop("id", None)
+        shapes.append(body)
+    return shapes
+
+
+def _saved(store: Any, wanted: Any, same: Callable[[Any], bool]) -> Any:
+    """``wanted`` from ``store`` (a GX suite, validation definition or checkpoint factory): the
+    stored object when ``same(stored)``, else ``wanted`` saved. GX's ``add_or_update`` rewrites
+    the file every time, which a scheduled run must not do to files kept in git. A stored object
+    that GX cannot read any more is replaced."""
+    from great_expectations.exceptions import DataContextError
+
+    try:
+        stored = store.get(wanted.name)
+    except DataContextError:  # "not found" (also a stored file GX can no longer read)
+        stored = None
+    if stored is not None and same(stored):
+        return stored
+    return store.add_or_update(wanted)
+
+
 def _build_suite(
     table: str,
     key_columns: Sequence[str],
-    expected_row_count: int,
     extra_expectations: Sequence[Expectation],
 ) -> ExpectationSuite:
     import great_expectations as gx
@@ -168,14 +222,13 @@ def _build_suite(
         expectations.append(gxe.ExpectColumnValuesToBeUnique(column=key_columns[0]))
     else:
         expectations.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(key_columns)))
-    expectations.append(gxe.ExpectTableRowCountToEqual(value=expected_row_count))
+    expectations.append(gxe.ExpectTableRowCountToEqual(value={"$PARAMETER": ROW_COUNT_PARAMETER}))
     # Pydantic-v1 style copy (GX models): detach from any suite the caller's instance joined.
     expectations.extend(e.copy(deep=True, update={"id": None}) for e in extra_expectations)
 
-    suite = gx.ExpectationSuite(name=table)
-    for expectation in expectations:
-        suite.add_expectation(expectation)
-    return suite
+    # Given to the constructor, not by add_expectation(): that writes each expectation straight
+    # into the stored suite of the same name (GX treats the new object as that saved suite).
+    return gx.ExpectationSuite(name=table, expectations=expectations)
 
 
 def _outcome(result: ExpectationValidationResult) -> CheckOutcome:
