@@ -17,6 +17,8 @@ mkdir -p "$BUILD"
 step "Generating a project from the template into $project"
 "$VENV/bin/cookiecutter" --no-input "$template" -o "$BUILD" project_name="Demo Lakehouse"
 cd "$project"
+# The embedded demo source's password; real sources get theirs from the environment only.
+export MYSQL_PASSWORD=demo-only-password
 run() { make -s VENV="$VENV" "$@"; }
 
 step "Starting the embedded MariaDB (own data dir, port 3307, binlog ROW/FULL) with demo data"

@@ -264,3 +264,78 @@ def test_one_failed_table_is_recorded_alone_and_the_run_exits_1(config, mariadb)
     assert statuses["customers"][0] == "error" and statuses["products"][0] == "success"
     assert statuses["products"][1] > 0
     assert "table customers: schema change" in log_text(config)
+
+
+def with_password_from_environment(config, prod_lake: Path | None = None) -> None:
+    """Rewrite the CLI's profile: the password from MYSQL_PASSWORD, and a prod output on the
+    same source with a lake of its own."""
+    profiles = config.target_dir / "profiles" / "profiles.yml"
+    text = profiles.read_text().replace(
+        f"password: {PASSWORD}", "password: \"{{ '{{' }} env_var('MYSQL_PASSWORD') {{ '}}' }}\"")
+    if prod_lake is not None:
+        dev = text[text.index("    dev:\n"):]
+        text += dev.replace("    dev:\n", "    prod:\n") + f"      lake_root: {prod_lake}\n"
+    profiles.write_text(text)
+
+
+def cli_env(config, *args: str, password: str | None, prod_lake: Path) -> subprocess.CompletedProcess:
+    command, env = cli_command(config, *args)
+    with_password_from_environment(config, prod_lake)
+    env.pop("MYSQL_PASSWORD", None)
+    if password is not None:
+        env["MYSQL_PASSWORD"] = password
+    return subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
+
+
+def table_line(stdout: str, table: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith(f"{table} "))
+
+
+def test_status_and_debug_on_a_real_source_and_a_prod_target_with_its_own_lake(config, mariadb, tmp_path):
+    prod_lake = tmp_path / "prod-lake"
+    done = cli_env(config, "ingest", "--select", "customers", password=PASSWORD, prod_lake=prod_lake)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    # No password: status answers from the lake alone, and says how to see the lag.
+    started = time.monotonic()
+    done = cli_env(config, "status", password=None, prod_lake=prod_lake)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - started < 20  # no JVM
+    customers = table_line(done.stdout, "customers")
+    # All chunks read: the phase stays "snapshot" until a binlog batch is committed.
+    assert re.match(r"customers +(snapshot 1/1 chunks|binlog) +\d+ +\d+ +mysql-bin\.\d+:\d+ +- +\d+s ago +success$",
+                    customers), done.stdout
+    assert table_line(done.stdout, "orders").split()[1:] == ["not", "ingested", "yet"]
+    assert "behind source: not measured, MYSQL_PASSWORD is not set" in done.stdout
+    assert "last run: ingest success" in done.stdout
+
+    # With it: the lag in binlog bytes, growing with the source's writes.
+    done = cli_env(config, "status", "--select", "cust*", password=PASSWORD, prod_lake=prod_lake)
+    assert " 0 bytes " in table_line(done.stdout, "customers"), done.stdout
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Lagging' WHERE customer_id < 50")
+    done = cli_env(config, "status", "--select", "cust*", password=PASSWORD, prod_lake=prod_lake)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lag = re.search(r" ([\d,]+) bytes ", table_line(done.stdout, "customers"))
+    assert lag and int(lag.group(1).replace(",", "")) > 0, done.stdout
+    assert "source binlog head: mysql-bin." in done.stdout
+
+    done = cli_env(config, "debug", password=PASSWORD, prod_lake=prod_lake)
+    assert done.returncode == 0, done.stdout
+    for check in ("connection", "binlog settings", "grants", "binlog position", "java"):
+        assert re.search(rf"^{check} +ok ", done.stdout, re.M), (check, done.stdout)
+    done = cli_env(config, "debug", password="wrong", prod_lake=prod_lake)
+    assert done.returncode == 1
+    assert re.search(r"^connection +FAIL +source login refused", done.stdout, re.M), done.stdout
+
+    # prod: its own lake and target folder; dev's checkpoint is not used (a fresh snapshot).
+    done = cli_env(config, "status", "--target", "prod", password=None, prod_lake=prod_lake)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert table_line(done.stdout, "customers").split()[1:] == ["not", "ingested", "yet"]
+    done = cli_env(config, "ingest", "--select", "customers", "--target", "prod", password=PASSWORD,
+                   prod_lake=prod_lake)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (prod_lake / "bronze" / "customers" / "_delta_log").is_dir()
+    prod_results = json.loads((project_dir(config) / "target" / "prod" / "run_results.json").read_text())
+    assert prod_results["results"][0]["snapshot_rows"] == 400
+    dev_results = run_results(config)  # dev's own record is untouched
+    assert dev_results["results"][0]["snapshot_rows"] == 400 and dev_results["metadata"]["command"] == "ingest"

@@ -38,6 +38,9 @@ class SourceProfile:
     password: str = field(repr=False)
     database: str
     connect_timeout: int = 10
+    # Environment variables the profile names but the environment lacks (rendered as ""); only
+    # ever non-empty when loaded with ``require_env=False``, by commands that need no source.
+    unset: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -76,6 +79,7 @@ class ProjectConfig:
     defaults: Defaults
     server_ids: tuple[int, int]
     source: SourceProfile
+    target: str = "dev"  # the profile output in use; a target with a lake of its own has its own target_dir
 
     def table_path(self, layer: Literal["bronze", "silver"], table: str) -> str:
         return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
@@ -87,14 +91,20 @@ def load_project(
     profiles_dir: Path | None = None,
     target: str | None = None,
     env: Mapping[str, str] | None = None,
+    require_env: bool = True,
 ) -> ProjectConfig:
-    """Read the project file and the selected profile output, rendering ``env_var``."""
+    """Read the project file and the selected profile output, rendering ``env_var``.
+
+    With ``require_env=False`` an unset variable renders as "" and is listed in
+    ``source.unset``: for commands that never connect to the source (``status``, ``list``)."""
     env = os.environ if env is None else env
     project = _read_yaml(root / PROJECT_FILE)
     profiles_dir = profiles_dir or Path(env.get("LAKEHOUSE_PROFILES_DIR", "") or root)
     profiles = _read_yaml(profiles_dir / PROFILES_FILE)
     profile_name = _required(project, "profile", PROJECT_FILE)
-    source = _load_source(profiles, str(profile_name), target, env, profiles_dir / PROFILES_FILE)
+    where = profiles_dir / PROFILES_FILE
+    target, outputs = _profile_output(profiles, str(profile_name), target, env, where)
+    source = _load_source(outputs[target], target, env, where, require_env)
 
     spark = project.get("spark") or {}
     defaults = project.get("defaults") or {}
@@ -106,14 +116,16 @@ def load_project(
             f"{PROJECT_FILE}: defaults.delivery is {delivery!r}; use one of {DELIVERY_MODES}"
         )
     even = defaults.get("even_distribution", [0.05, 1000.0])
-    lake_root = str(_required(project, "lake_root", PROJECT_FILE))
-    if "://" not in lake_root and not lake_root.startswith("/"):
-        lake_root = str((root / lake_root).resolve())
+    project_lake = str(_required(project, "lake_root", PROJECT_FILE))
+    lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
+    target_dir = _target_dir(root, project)
     return ProjectConfig(
         name=str(project.get("name", root.name)),
         root=root,
         lake_root=lake_root,
-        target_dir=_target_dir(root, project),
+        # run_results.json, the log and the table locks follow the lake: a target with a lake
+        # of its own (prod) keeps them in target/<target>/.
+        target_dir=target_dir / target if own_lake else target_dir,
         # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/).
         gx_dir=root / str((project.get("quality") or {}).get("gx_root", ".")),
         spark=SparkSettings(
@@ -130,6 +142,7 @@ def load_project(
         ),
         server_ids=(int(server_ids[0]), int(server_ids[1])),
         source=source,
+        target=target,
     )
 
 
@@ -151,12 +164,13 @@ def _target_dir(root: Path, project: Mapping[str, Any]) -> Path:
     return root / str(project.get("target_dir") or "target")
 
 
-def render_env_vars(value: Any, env: Mapping[str, str], where: str) -> Any:
-    """Render ``{{ env_var(...) }}`` in every string of a parsed YAML tree."""
+def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set[str] | None = None) -> Any:
+    """Render ``{{ env_var(...) }}`` in every string of a parsed YAML tree. An unset variable
+    without a default is an error, or, when ``missing`` is given, "" with its name added there."""
     if isinstance(value, dict):
-        return {k: render_env_vars(v, env, where) for k, v in value.items()}
+        return {k: render_env_vars(v, env, where, missing) for k, v in value.items()}
     if isinstance(value, list):
-        return [render_env_vars(v, env, where) for v in value]
+        return [render_env_vars(v, env, where, missing) for v in value]
     if not isinstance(value, str) or "{{" not in value:
         return value
 
@@ -165,6 +179,9 @@ def render_env_vars(value: Any, env: Mapping[str, str], where: str) -> Any:
             return env[name]
         if default is not None:
             return default
+        if missing is not None:
+            missing.add(name)
+            return ""
         raise ConfigError(
             f"{where}: environment variable {name} is not set; export {name}=... "
             "(secrets live only in the environment)"
@@ -177,23 +194,69 @@ def render_env_vars(value: Any, env: Mapping[str, str], where: str) -> Any:
         raise ConfigError(f"{where}: cannot render {value!r}: {exc}") from None
 
 
-def _load_source(
+def _profile_output(
     profiles: dict[str, Any],
     name: str,
     target: str | None,
     env: Mapping[str, str],
     where: Path,
-) -> SourceProfile:
+) -> tuple[str, dict[str, Any]]:
+    """The selected target's name and every output of the profile."""
     profile = profiles.get(name)
     if not isinstance(profile, dict):
         raise ConfigError(f"{where}: no profile named {name!r} (the project file's 'profile')")
-    target = target or env.get("LAKEHOUSE_TARGET") or profile.get("target", "dev")
+    target = str(target or env.get("LAKEHOUSE_TARGET") or profile.get("target", "dev"))
     outputs = profile.get("outputs") or {}
     if target not in outputs:
         raise ConfigError(
             f"{where}: profile {name!r} has no output {target!r}; known: {sorted(outputs)}"
         )
-    raw = render_env_vars(outputs[target], env, str(where))
+    if not isinstance(outputs[target], dict):
+        raise ConfigError(f"{where}: output {target!r} must be a mapping")
+    return target, outputs
+
+
+def _target_lake(
+    root: Path,
+    project_lake: str,
+    outputs: Mapping[str, Any],
+    target: str,
+    env: Mapping[str, str],
+    where: Path,
+) -> tuple[str, bool]:
+    """The target's lake root, and whether it is its own (the output sets ``lake_root``).
+
+    The lake holds the checkpoints: two targets on one lake would resume from each other's
+    binlog positions (of another server). So at most one output may use the project's
+    ``lake_root``; every other one names a lake of its own."""
+
+    def lake_of(output: Any, missing: set[str] | None) -> str:
+        raw = output.get("lake_root") if isinstance(output, dict) else None
+        text = project_lake if raw is None else str(render_env_vars(raw, env, str(where), missing))
+        return text if "://" in text or text.startswith("/") else str((root / text).resolve())
+
+    lake = lake_of(outputs[target], None)
+    for other in sorted(outputs):
+        missing: set[str] = set()
+        # Another output's variables need not be set: such a lake cannot be compared.
+        if other != target and lake_of(outputs[other], missing) == lake and not missing:
+            raise ConfigError(
+                f"{where}: outputs {target!r} and {other!r} would share the lake {lake} and with "
+                "it their checkpoints: set lake_root in one of the two outputs (each target keeps "
+                "a lake of its own)"
+            )
+    return lake, outputs[target].get("lake_root") is not None
+
+
+def _load_source(
+    output: dict[str, Any],
+    target: str,
+    env: Mapping[str, str],
+    where: Path,
+    require_env: bool = True,
+) -> SourceProfile:
+    missing: set[str] | None = None if require_env else set()
+    raw = render_env_vars(output, env, str(where), missing)
     for key in ("host", "port", "user", "password", "database"):
         if key not in raw:
             raise ConfigError(f"{where}: output {target!r} lacks '{key}'")
@@ -208,6 +271,7 @@ def _load_source(
         password=str(raw["password"]),
         database=str(raw["database"]),
         connect_timeout=int(raw.get("connect_timeout", 10)),
+        unset=tuple(sorted(missing or ())),
     )
 
 
