@@ -65,3 +65,10 @@ def test_the_measurement_covers_an_orphaned_grandchild_and_keeps_the_exit_code(t
     assert returncode == 3
     assert cpu_s >= 0.5 and wall_s >= 0.5
     assert peak_mb > 0
+
+
+def test_the_steady_freshness_leaves_out_the_writes_of_the_warm_up():
+    writes = [(100.0, ("mysql-bin.000001", 10)), (119.9, ("mysql-bin.000001", 20)),
+              (120.0, ("mysql-bin.000001", 30)), (150.0, ("mysql-bin.000001", 40))]
+    assert bench.steady_commits(writes, 20.0) == writes[2:]
+    assert bench.steady_commits([], 20.0) == []
