@@ -30,7 +30,7 @@ def main() -> int:
     from importlib import import_module
 
     package = ANSWERS["package_name"]
-    scaffold = import_module(f"{package}.engine.scaffold")
+    scaffold = import_module(f"{package}.engine.run.scaffold")
     tables_dir = project / package / "tables"
     tables = [t.strip() for t in re.split(r"[,\s]+", ANSWERS["tables"]) if t.strip()]
     for table in tables:

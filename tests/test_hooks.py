@@ -72,7 +72,7 @@ def test_each_named_table_gets_its_module_and_the_answers_are_saved(generate):
 def test_derived_names_follow_the_project_name(generate):
     project = generate(project_name="Data Team_Lake")
     assert project.name == "data-team-lake"
-    assert (project / "data_team_lake" / "engine" / "pipeline.py").exists()
+    assert (project / "data_team_lake" / "engine" / "run" / "pipeline.py").exists()
 
 
 HOSTILE_NAME = "Ann's \"Lake\" \\ $HOME `id` <b> & Café {x}"

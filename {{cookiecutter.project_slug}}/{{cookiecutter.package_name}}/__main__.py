@@ -2,7 +2,7 @@
 
 import sys
 
-from .engine.cli import main
+from .engine.run.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(package="{{ cookiecutter.package_name }}"))

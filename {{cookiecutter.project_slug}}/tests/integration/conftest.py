@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import embedded
-from {{ cookiecutter.package_name }}.engine.config import ProjectConfig, SourceProfile, load_project
-from {{ cookiecutter.package_name }}.engine.spark import get_spark
+from {{ cookiecutter.package_name }}.engine.config.project import ProjectConfig, SourceProfile, load_project
+from {{ cookiecutter.package_name }}.engine.sink.spark import get_spark
+from {{ cookiecutter.package_name }}.engine.source import embedded
 
 # Spark hands TIMESTAMP values to Python in the process's local zone: pin it.
 os.environ["TZ"] = "UTC"

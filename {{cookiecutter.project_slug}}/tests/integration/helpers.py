@@ -9,12 +9,12 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from {{ cookiecutter.package_name }}.engine import embedded
-from {{ cookiecutter.package_name }}.engine.config import ProjectConfig
-from {{ cookiecutter.package_name }}.engine.introspect import TableSchema, describe_table
-from {{ cookiecutter.package_name }}.engine.source import connection, qualified, query, quote_ident
+from {{ cookiecutter.package_name }}.engine.config.project import ProjectConfig
+from {{ cookiecutter.package_name }}.engine.source import embedded
+from {{ cookiecutter.package_name }}.engine.source.connection import connection, qualified, query, quote_ident
+from {{ cookiecutter.package_name }}.engine.source.introspect import TableSchema, describe_table
+from {{ cookiecutter.package_name }}.engine.source.typemap import row_converter, select_list, spark_schema
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
-from {{ cookiecutter.package_name }}.engine.typemap import row_converter, select_list, spark_schema
 
 DEMO_TABLES = ("customers", "products", "orders", "order_items")
 

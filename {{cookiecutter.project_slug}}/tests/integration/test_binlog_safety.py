@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import embedded
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline, TablesFailed
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
+from {{ cookiecutter.package_name }}.engine.source import embedded
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_source, run_source_sql

@@ -12,13 +12,14 @@ from dataclasses import replace
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import bronze, embedded
-from {{ cookiecutter.package_name }}.engine import capture as capture_module
-from {{ cookiecutter.package_name }}.engine.binlog import BinlogSource
-from {{ cookiecutter.package_name }}.engine.capture import RetryPolicy
+from {{ cookiecutter.package_name }}.engine.cdc import capture as capture_module
+from {{ cookiecutter.package_name }}.engine.cdc.binlog import BinlogSource
+from {{ cookiecutter.package_name }}.engine.cdc.capture import RetryPolicy
 from {{ cookiecutter.package_name }}.engine.errors import SourceUnavailableError
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
-from {{ cookiecutter.package_name }}.engine.source import connection, current_position
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import bronze
+from {{ cookiecutter.package_name }}.engine.source import embedded
+from {{ cookiecutter.package_name }}.engine.source.connection import connection, current_position
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_source, bronze_duplicate_changes, run_source_sql

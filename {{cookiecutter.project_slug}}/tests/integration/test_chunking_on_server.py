@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.chunking import ChunkLocator, SortKeys, chunk_predicate, plan_chunks
-from {{ cookiecutter.package_name }}.engine.source import connection, qualified, query, quote_ident
+from {{ cookiecutter.package_name }}.engine.snapshot.chunking import ChunkLocator, SortKeys, chunk_predicate, plan_chunks
+from {{ cookiecutter.package_name }}.engine.source.connection import connection, qualified, query, quote_ident
 
 from .helpers import table_schema
 

@@ -18,11 +18,12 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, NumberFormatException
 
-from {{ cookiecutter.package_name }}.engine import bronze, lake
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError, IngestError
-from {{ cookiecutter.package_name }}.engine.failures import translate
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run.failures import translate
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import bronze
+from {{ cookiecutter.package_name }}.engine.sink import paths as lake
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .conftest import PASSWORD, PROJECT_ROOT, USER

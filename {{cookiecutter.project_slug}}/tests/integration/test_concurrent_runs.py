@@ -14,10 +14,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from {{ cookiecutter.package_name }}.engine import bronze, silver
-from {{ cookiecutter.package_name }}.engine.config import ProjectConfig
+from {{ cookiecutter.package_name }}.engine.config.project import ProjectConfig
 from {{ cookiecutter.package_name }}.engine.errors import ConcurrentRunError, IngestError
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import bronze, silver
 
 from .helpers import assert_silver_equals_source, bronze_duplicate_changes, demo_specs, run_source_sql
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import embedded
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.source import embedded
 
 from .helpers import assert_silver_equals_source, bronze_duplicate_changes, demo_specs
 

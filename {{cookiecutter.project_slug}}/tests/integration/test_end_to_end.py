@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import bronze
-from {{ cookiecutter.package_name }}.engine import pipeline as pipeline_module
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run import pipeline as pipeline_module
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import bronze
 
 from .conftest import PROJECT_ROOT
 from .helpers import (

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import embedded
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError, FatalError, PreflightError
-from {{ cookiecutter.package_name }}.engine.introspect import describe_table
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
-from {{ cookiecutter.package_name }}.engine.preflight import run_preflight
-from {{ cookiecutter.package_name }}.engine.source import connection
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.source import embedded
+from {{ cookiecutter.package_name }}.engine.source.connection import connection
+from {{ cookiecutter.package_name }}.engine.source.introspect import describe_table
+from {{ cookiecutter.package_name }}.engine.source.preflight import run_preflight
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .conftest import PASSWORD, PROJECT_ROOT

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import deltalog
-from {{ cookiecutter.package_name }}.engine.follow import Follower, FollowOptions, SourceLink
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, SourceLink
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import deltalog
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .conftest import PROJECT_ROOT

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import embedded
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
-from {{ cookiecutter.package_name }}.engine.source import qualified, quote_ident
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.source import embedded
+from {{ cookiecutter.package_name }}.engine.source.connection import qualified, quote_ident
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_exact_source, silver_rows_by_key

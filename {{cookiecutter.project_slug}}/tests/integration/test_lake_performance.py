@@ -13,8 +13,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from {{ cookiecutter.package_name }}.engine import bronze, silver
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint
+from {{ cookiecutter.package_name }}.engine.sink import bronze, silver
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.integration
 

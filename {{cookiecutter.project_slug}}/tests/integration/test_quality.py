@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import deltalog
-from {{ cookiecutter.package_name }}.engine.datadocs import external_references
-from {{ cookiecutter.package_name }}.engine.dq import ALIGNMENT_CHECK, run_checks
-from {{ cookiecutter.package_name }}.engine.locks import table_locks
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.quality.datadocs import external_references
+from {{ cookiecutter.package_name }}.engine.quality.dq import ALIGNMENT_CHECK, run_checks
+from {{ cookiecutter.package_name }}.engine.run.locks import table_locks
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import deltalog
 
 from .browser import ensure_browser, rendered_dom
 from .helpers import demo_specs, run_source_sql

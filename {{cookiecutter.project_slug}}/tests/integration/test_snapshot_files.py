@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from {{ cookiecutter.package_name }}.engine import deltafiles
 from {{ cookiecutter.package_name }}.engine.errors import ConcurrentRunError
-from {{ cookiecutter.package_name }}.engine.pipeline import Pipeline, TablesFailed
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
+from {{ cookiecutter.package_name }}.engine.sink import deltafiles
 
 from .helpers import assert_silver_equals_exact_source, demo_specs, source_rows
 

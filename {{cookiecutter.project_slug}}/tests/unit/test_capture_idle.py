@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from {{ cookiecutter.package_name }}.engine.capture import TableCapture, idle_advance_held
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint, SnapshotProgress
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.cdc.capture import TableCapture, idle_advance_held
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 

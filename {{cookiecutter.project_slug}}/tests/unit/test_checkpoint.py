@@ -1,9 +1,9 @@
 import datetime as dt
 from decimal import Decimal
 
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint, SnapshotProgress
-from {{ cookiecutter.package_name }}.engine.chunking import chunks_from_boundaries
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.snapshot.chunking import chunks_from_boundaries
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 
 def progress() -> SnapshotProgress:

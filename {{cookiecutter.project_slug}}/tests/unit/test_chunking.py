@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.chunking import (
+from {{ cookiecutter.package_name }}.engine.snapshot.chunking import (
     Chunk,
     chunk_predicate,
     chunks_from_boundaries,

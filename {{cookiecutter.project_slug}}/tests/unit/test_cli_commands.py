@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import cli
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.run import cli
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -160,7 +160,7 @@ def bronze_commit(lake: Path, table: str, checkpoint: Checkpoint) -> None:
 def status_in_a_fresh_python(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     """``status`` in its own interpreter, which fails if anything imported pyspark (Spark's JVM
     starts only through it)."""
-    code = (f"import sys\nfrom {PACKAGE}.engine.cli import main\n"
+    code = (f"import sys\nfrom {PACKAGE}.engine.run.cli import main\n"
             "args = ['--project-dir', sys.argv[1], '--profiles-dir', sys.argv[1], 'status']\n"
             f"code = main(args, package='{PACKAGE}')\n"
             "assert 'pyspark' not in sys.modules, 'status imported pyspark'\nsys.exit(code)\n")

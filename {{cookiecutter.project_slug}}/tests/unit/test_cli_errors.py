@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine import cli
+from {{ cookiecutter.package_name }}.engine.run import cli
 
 PROFILES = """p:
   target: dev

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.config import Defaults, load_project, peek_target_dir, render_env_vars
+from {{ cookiecutter.package_name }}.engine.config.project import Defaults, load_project, peek_target_dir, render_env_vars
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

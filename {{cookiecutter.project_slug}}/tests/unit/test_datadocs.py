@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.engine.datadocs import MARKER, external_references, make_offline
+from {{ cookiecutter.package_name }}.engine.quality.datadocs import MARKER, external_references, make_offline
 
 COLUMNS = [
     {"field": "validation_success", "title": "Status"},

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.engine.deltafiles import DataFile, last_txn_version, local_path
+from {{ cookiecutter.package_name }}.engine.sink.deltafiles import DataFile, last_txn_version, local_path
 
 
 def write_commit(log: Path, version: int, *actions: dict) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.binlog import RowChange, SchemaChange, TableProblem, Transaction
-from {{ cookiecutter.package_name }}.engine.dq import NotComparable, SilverState, count_at, net_row_change
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.cdc.binlog import RowChange, SchemaChange, TableProblem, Transaction
+from {{ cookiecutter.package_name }}.engine.quality.dq import NotComparable, SilverState, count_at, net_row_change
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 
 def at(offset: int) -> BinlogPosition:

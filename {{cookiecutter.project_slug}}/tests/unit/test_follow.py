@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.capture import RetryPolicy
+from {{ cookiecutter.package_name }}.engine.cdc.capture import RetryPolicy
 from {{ cookiecutter.package_name }}.engine.errors import FatalError, IngestError, SourceUnavailableError
-from {{ cookiecutter.package_name }}.engine.follow import Follower, FollowOptions, stop_requests
-from {{ cookiecutter.package_name }}.engine.pipeline import TableResult, TablesFailed
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, stop_requests
+from {{ cookiecutter.package_name }}.engine.run.pipeline import TableResult, TablesFailed
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 

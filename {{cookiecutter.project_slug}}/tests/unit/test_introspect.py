@@ -3,7 +3,7 @@
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
-from {{ cookiecutter.package_name }}.engine.introspect import (
+from {{ cookiecutter.package_name }}.engine.source.introspect import (
     ColumnInfo,
     UniqueIndex,
     check_key,

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from {{ cookiecutter.package_name }}.engine.deltalog import parse_commit
-from {{ cookiecutter.package_name }}.engine.silver import _held, arrow_facts
+from {{ cookiecutter.package_name }}.engine.sink.deltalog import parse_commit
+from {{ cookiecutter.package_name }}.engine.sink.silver import _held, arrow_facts
 
 
 def _schema(**types: T.DataType) -> T.StructType:

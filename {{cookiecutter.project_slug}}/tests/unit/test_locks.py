@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
-from {{ cookiecutter.package_name }}.engine.locks import table_locks
+from {{ cookiecutter.package_name }}.engine.run.locks import table_locks
 
 HOLD = """
 import sys, time
-from {{ cookiecutter.package_name }}.engine.locks import table_locks
+from {{ cookiecutter.package_name }}.engine.run.locks import table_locks
 from pathlib import Path
 with table_locks(Path(sys.argv[1]), ["orders"]):
     print("locked", flush=True)

@@ -1,6 +1,6 @@
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition, bytes_behind, sequence
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition, bytes_behind, sequence
 
 
 def test_positions_compare_by_file_number_not_by_string():

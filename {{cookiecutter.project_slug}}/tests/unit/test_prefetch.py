@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.cdc.prefetch import ProcessPrefetcher
 from {{ cookiecutter.package_name }}.engine.errors import FatalError, SourceUnavailableError
-from {{ cookiecutter.package_name }}.engine.prefetch import ProcessPrefetcher
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +89,7 @@ def test_the_reader_process_ends_when_its_parent_is_killed(tmp_path):
          "import sys, time\n"
          "from functools import partial\n"
          "from tests.unit.test_prefetch import endless_with_pid\n"
-         "from {{ cookiecutter.package_name }}.engine.prefetch import ProcessPrefetcher\n"
+         "from {{ cookiecutter.package_name }}.engine.cdc.prefetch import ProcessPrefetcher\n"
          f"reader = iter(ProcessPrefetcher(partial(endless_with_pid, {str(pid_file)!r}), depth=1))\n"
          "next(reader)\n"
          "time.sleep(60)\n"],

@@ -1,4 +1,4 @@
-from {{ cookiecutter.package_name }}.engine.preflight import grant_problems, settings_problems
+from {{ cookiecutter.package_name }}.engine.source.preflight import grant_problems, settings_problems
 
 GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
 

@@ -7,7 +7,7 @@ import struct
 import pymysql
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.resultset import (
+from {{ cookiecutter.package_name }}.engine.source.resultset import (
     MAX_PACKET,
     ProtocolError,
     TextResult,

@@ -2,8 +2,8 @@
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.config.selection import select_tables
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
-from {{ cookiecutter.package_name }}.engine.selection import select_tables
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from {{ cookiecutter.package_name }}.engine.spark import _merged_conf, local_jvm_options
+from {{ cookiecutter.package_name }}.engine.sink.spark import _merged_conf, local_jvm_options
 
 OURS = {"spark.jars.packages": "io.delta:delta-spark_4.1_2.13:4.4.0",
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=x",

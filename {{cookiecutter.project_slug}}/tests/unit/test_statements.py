@@ -1,6 +1,6 @@
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.statements import Kind, classify
+from {{ cookiecutter.package_name }}.engine.source.statements import Kind, classify
 
 WATCHED = (("demo", "orders"), ("demo", "order_items"))
 

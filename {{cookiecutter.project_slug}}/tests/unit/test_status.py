@@ -8,10 +8,10 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.engine import status
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint, SnapshotProgress
-from {{ cookiecutter.package_name }}.engine.chunking import Chunk
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.run import status
+from {{ cookiecutter.package_name }}.engine.snapshot.chunking import Chunk
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 NOW = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC)
 P1 = BinlogPosition("mysql-bin.000001", 400)

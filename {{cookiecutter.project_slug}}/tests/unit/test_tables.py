@@ -4,7 +4,7 @@ import pytest
 
 from {{ cookiecutter.package_name }} import tables
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
-from {{ cookiecutter.package_name }}.engine.scaffold import TableModuleSpec, render_table_module
+from {{ cookiecutter.package_name }}.engine.run.scaffold import TableModuleSpec, render_table_module
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec, discover, select
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.config import load_project
+from {{ cookiecutter.package_name }}.engine.config.project import load_project
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 
 PROJECT = "profile: p\nlake_root: lake\ntarget_dir: target\n"

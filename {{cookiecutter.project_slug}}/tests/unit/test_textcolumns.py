@@ -6,11 +6,11 @@ import pytest
 from pymysql import converters
 from pymysql.constants import FIELD_TYPE
 
-from {{ cookiecutter.package_name }}.engine.arrows import arrow_schema
-from {{ cookiecutter.package_name }}.engine.introspect import ColumnInfo, TableSchema
-from {{ cookiecutter.package_name }}.engine.resultset import ResultColumn
-from {{ cookiecutter.package_name }}.engine.textcolumns import column_converter, exact_values, fast_path
-from {{ cookiecutter.package_name }}.engine.typemap import select_converter, spark_schema
+from {{ cookiecutter.package_name }}.engine.snapshot.arrows import arrow_schema
+from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo, TableSchema
+from {{ cookiecutter.package_name }}.engine.source.resultset import ResultColumn
+from {{ cookiecutter.package_name }}.engine.source.textcolumns import column_converter, exact_values, fast_path
+from {{ cookiecutter.package_name }}.engine.source.typemap import select_converter, spark_schema
 
 TEXT = {FIELD_TYPE.STRING, FIELD_TYPE.VAR_STRING, FIELD_TYPE.VARCHAR, FIELD_TYPE.BLOB,
         FIELD_TYPE.TINY_BLOB, FIELD_TYPE.MEDIUM_BLOB, FIELD_TYPE.LONG_BLOB, FIELD_TYPE.GEOMETRY}

@@ -8,14 +8,14 @@ import pytest
 from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from {{ cookiecutter.package_name }}.engine.binlog import BinlogSource, UnknownTableIdError, _TableMap
-from {{ cookiecutter.package_name }}.engine.capture import TableCapture, after_watermarks
-from {{ cookiecutter.package_name }}.engine.checkpoint import Checkpoint, SnapshotProgress
-from {{ cookiecutter.package_name }}.engine.chunking import Chunk
-from {{ cookiecutter.package_name }}.engine.config import SourceProfile
+from {{ cookiecutter.package_name }}.engine.cdc.binlog import BinlogSource, UnknownTableIdError, _TableMap
+from {{ cookiecutter.package_name }}.engine.cdc.capture import TableCapture, after_watermarks
+from {{ cookiecutter.package_name }}.engine.config.project import SourceProfile
 from {{ cookiecutter.package_name }}.engine.errors import FatalError, SourceUnavailableError
-from {{ cookiecutter.package_name }}.engine.introspect import ColumnInfo, TableSchema
-from {{ cookiecutter.package_name }}.engine.positions import BinlogPosition
+from {{ cookiecutter.package_name }}.engine.snapshot.chunking import Chunk
+from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo, TableSchema
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 FILE = "mysql-bin.000007"
@@ -180,7 +180,7 @@ def _capture(done: dict[int, int]) -> TableCapture:
 
 
 def _change(key: int, pos: int):
-    from {{ cookiecutter.package_name }}.engine.binlog import RowChange
+    from {{ cookiecutter.package_name }}.engine.cdc.binlog import RowChange
 
     return RowChange("orders", "u", {"id": key}, BinlogPosition(FILE, pos), 1, 0)
 

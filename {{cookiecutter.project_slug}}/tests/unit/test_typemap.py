@@ -11,8 +11,8 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import RowsEvent
 from pyspark.sql import types as T
 
-from {{ cookiecutter.package_name }}.engine.introspect import ColumnInfo, TableSchema
-from {{ cookiecutter.package_name }}.engine.typemap import (
+from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo, TableSchema
+from {{ cookiecutter.package_name }}.engine.source.typemap import (
     binlog_converter,
     binlog_values,
     select_converter,

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .config import Delivery
+from .config.project import Delivery
 from .errors import ConfigError
 
 

@@ -1,0 +1,1 @@
+"""Change data capture: binlog reading, transaction assembly and the exactly-once filter."""

@@ -1,0 +1,280 @@
+"""A typed adapter around python-mysql-replication: committed transactions, nothing else.
+
+The rest of the engine never sees the library's keyword arguments or event classes. This module
+yields whole transactions ending at a commit boundary (Xid, COMMIT or DDL), because resuming
+mid-transaction silently loses rows. What the library gets wrong, or leaves to the caller, is
+handled here, and wherever the adapter cannot be sure it stops instead of guessing:
+
+- **Table ids are per connection and per transaction.** The library keeps its table-id map across
+  reconnects and server restarts, and does not record ids of tables it filters out, so after a
+  restart another table's rows can be decoded as a captured table's. The adapter installs its
+  own map, emptied at every transaction boundary and every rotation, and a rows event whose id
+  no TableMapEvent of the current transaction announced raises (never silently dropped). For the
+  same reason the library's own schema/table filters are not used: every table map is read, and
+  rows of tables we do not capture are skipped before they are decoded.
+- **A reconnect inside a transaction** (the library's silent auto-reconnect resumes at the last
+  event, mid-transaction, without the table maps) aborts the read; the caller resumes from its
+  last commit boundary.
+- **Row images must be complete.** A session with ``binlog_row_image=MINIMAL``/``NOBLOB`` writes
+  images without every column; statement-based logging writes DML as SQL text. Both are reported
+  as problems of the watched table they touch, which the pipeline stops with one clear line.
+- **DDL** is resolved against the event's default database (``USE other; ALTER TABLE demo.t``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.bitmap import BitCount
+from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from ..config.project import SourceProfile
+from ..errors import FatalError, SourceUnavailableError
+from ..source.statements import Kind, TableName, classify
+from ..source.typemap import binlog_values
+from ..state.positions import BinlogPosition
+
+Op = Literal["c", "u", "d"]
+PURGED_OR_MISSING = 1236
+# MariaDB GTID event flag: the event group is one statement without COMMIT/XID (DDL).
+GTID_STANDALONE = 1
+# The dump thread writes to us while we are busy writing to the lake: never let the server give
+# up on a slow reader (its default net_write_timeout is 60 s).
+NET_WRITE_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One row image. A key-changing UPDATE arrives as a delete of the old key plus an update."""
+
+    table: str
+    op: Op
+    values: dict[str, Any]
+    position: BinlogPosition  # end of the rows event
+    row_index: int  # from 1 within the event
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """A DDL statement that changes (or empties, or drops) a watched table."""
+
+    table: str
+    statement: str
+    position: BinlogPosition
+
+
+@dataclass(frozen=True)
+class TableProblem:
+    """Something in the binlog that makes a watched table's changes unknowable."""
+
+    table: str
+    reason: str
+    position: BinlogPosition
+
+
+@dataclass(frozen=True)
+class Transaction:
+    changes: tuple[RowChange, ...]
+    end: BinlogPosition  # a commit boundary: safe to resume from
+    schema_changes: tuple[SchemaChange, ...] = ()
+    problems: tuple[TableProblem, ...] = ()
+    gtid: str | None = None
+
+
+class UnknownTableIdError(FatalError):
+    """A rows event names a table id no TableMapEvent of its transaction announced."""
+
+
+class _TableMap(dict):
+    """The library's table-id map, with a loud miss: the library treats a missing id as "filtered"
+    and drops the rows; a ``KeyError`` subclass would be swallowed the same way, so this raises
+    an error the library does not catch."""
+
+    position: BinlogPosition | None = None  # of the event being read, for the message
+
+    def __missing__(self, table_id: int) -> Any:
+        raise UnknownTableIdError(
+            f"binlog rows event at {self.position} uses table id {table_id}, which no table map of "
+            "its transaction announced; the binlog cannot be decoded safely. Re-snapshot the "
+            "tables with `make ingest-all FULL_REFRESH=1` if this persists"
+        )
+
+
+@dataclass
+class _Pending:
+    """The transaction being assembled."""
+
+    open: bool = False
+    changes: list[RowChange] = field(default_factory=list)
+    schema_changes: list[SchemaChange] = field(default_factory=list)
+    problems: list[TableProblem] = field(default_factory=list)
+    gtid: str | None = None
+    standalone: bool = False
+
+    def close(self, end: BinlogPosition) -> Transaction:
+        return Transaction(tuple(self.changes), end, tuple(self.schema_changes), tuple(self.problems),
+                           self.gtid)
+
+
+class BinlogSource:
+    """Reads committed transactions of ``tables`` in ``schema`` between two positions."""
+
+    def __init__(
+        self,
+        profile: SourceProfile,
+        server_id: int,
+        schema: str,
+        keys: Mapping[str, Sequence[str]],
+        *,
+        read_timeout: float = 60.0,
+    ):
+        """``keys`` maps each table to read to its key columns. ``read_timeout`` bounds every
+        socket read, so a server that stops answering fails the read instead of hanging it."""
+        self._profile = profile
+        self._server_id = server_id
+        self._schema = schema
+        self._keys = {t: tuple(k) for t, k in keys.items()}
+        self._watched: tuple[TableName, ...] = tuple((schema, t) for t in self._keys)
+        self._read_timeout = read_timeout
+
+    def transactions(self, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
+        """Transactions whose commit ends after ``start`` and at or before ``stop``. ``start``
+        must be a commit boundary."""
+        stream = BinLogStreamReader(
+            connection_settings={
+                "host": self._profile.host,
+                "port": self._profile.port,
+                "user": self._profile.user,
+                "password": self._profile.password,
+                "connect_timeout": self._profile.connect_timeout,
+                "read_timeout": self._read_timeout,
+                "init_command": f"SET SESSION net_write_timeout = {NET_WRITE_TIMEOUT_S}",
+            },
+            server_id=self._server_id,
+            resume_stream=True,
+            blocking=False,
+            log_file=start.file,
+            log_pos=start.offset,
+            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
+                         RotateEvent, MariadbGtidEvent],
+            is_mariadb=False,  # True without GTID ignores the file/position
+            enable_logging=False,
+        )
+        stream.table_map = _TableMap()
+        try:
+            yield from self._read(stream, stop)
+        except pymysql.err.OperationalError as exc:
+            code = exc.args[0] if exc.args else None
+            if code == PURGED_OR_MISSING:
+                raise FatalError(
+                    f"binlog position {start} is no longer on the source ({exc.args[1]}): "
+                    "re-snapshot the table with `make ingest TABLE=<table> FULL_REFRESH=1`"
+                ) from None
+            raise SourceUnavailableError(
+                f"lost the binlog connection to {self._profile.host}:{self._profile.port} "
+                f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit"
+            ) from None
+        except (OSError, pymysql.err.InterfaceError) as exc:
+            raise SourceUnavailableError(
+                f"lost the binlog connection to {self._profile.host}:{self._profile.port} "
+                f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit"
+            ) from None
+        finally:
+            with contextlib.suppress(pymysql.err.MySQLError, OSError):
+                stream.close()  # a dead server must not turn cleanup into a second error
+
+    def _read(self, stream: BinLogStreamReader, stop: BinlogPosition) -> Iterator[Transaction]:
+        tx = _Pending()
+        started = False
+        for event in stream:
+            if isinstance(event, RotateEvent):
+                # A rotation may follow a server restart, which reassigns table ids.
+                if event.timestamp == 0 and started and tx.open:
+                    raise SourceUnavailableError(
+                        "the binlog stream reconnected inside a transaction; run again, it "
+                        "resumes from the last commit"
+                    )
+                started = True
+                stream.table_map = _TableMap()
+                continue
+            end = BinlogPosition(stream.log_file, event.packet.log_pos)
+            stream.table_map.position = end
+            if isinstance(event, MariadbGtidEvent):
+                tx = _Pending(open=True, gtid=event.gtid, standalone=bool(event.flags & GTID_STANDALONE))
+                continue
+            if isinstance(event, RowsEvent):
+                tx.open = True
+                self._rows(event, end, tx)
+                continue
+            if isinstance(event, QueryEvent) and not self._query(event, end, tx):
+                continue
+            # Xid, COMMIT or DDL: a commit boundary.
+            if end > stop:
+                return
+            yield tx.close(end)
+            tx = _Pending()
+            stream.table_map = _TableMap()
+
+    def _query(self, event: QueryEvent, end: BinlogPosition, tx: _Pending) -> bool:
+        """Record what a statement does to watched tables; True when it ends the transaction."""
+        sql = _text(event.query)
+        statement = classify(sql)
+        if statement.kind is Kind.BEGIN:
+            tx.open = True
+            return False
+        affected = statement.affected(_text(event.schema) or None, self._watched)
+        if statement.kind is Kind.DML:
+            for _, table in affected:
+                tx.problems.append(TableProblem(
+                    table, f"a change was logged as a statement, not as row images ({sql[:120]!r}); "
+                    "set binlog_format=ROW for every session writing to it (SET GLOBAL, and no "
+                    "SET SESSION binlog_format)", end))
+        elif statement.kind is Kind.DDL:
+            tx.schema_changes.extend(SchemaChange(table, sql[:200], end) for _, table in affected)
+        return tx.standalone or statement.ends_transaction
+
+    def _rows(self, event: Any, end: BinlogPosition, tx: _Pending) -> None:
+        table = event.table
+        if event.schema != self._schema or table not in self._keys:
+            return  # not captured: never decoded
+        expected = event.number_of_columns
+        images = [event.columns_present_bitmap]
+        if isinstance(event, UpdateRowsEvent):
+            images.append(event.columns_present_bitmap2)
+        if any(BitCount(bitmap) != expected for bitmap in images):
+            tx.problems.append(TableProblem(
+                table, "a row image lacks columns (binlog_row_image is not FULL for the writing "
+                "session); set binlog_row_image=FULL globally and for every session", end))
+            return
+        ts = int(event.timestamp)
+        index = 0
+        for row in event.rows:
+            if isinstance(event, UpdateRowsEvent):
+                before = binlog_values(row["before_values"], row["before_none_sources"])
+                after = binlog_values(row["after_values"], row["after_none_sources"])
+                if any(before[k] != after[k] for k in self._keys[table]):
+                    index += 1
+                    tx.changes.append(RowChange(table, "d", before, end, index, ts))
+                index += 1
+                tx.changes.append(RowChange(table, "u", after, end, index, ts))
+            else:
+                index += 1
+                op: Op = "c" if isinstance(event, WriteRowsEvent) else "d"
+                values = binlog_values(row["values"], row["none_sources"])
+                tx.changes.append(RowChange(table, op, values, end, index, ts))
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+    return (text.splitlines() or [type(exc).__name__])[0][:200]

@@ -1,0 +1,341 @@
+"""The binlog phase: one reader for every selected table, committed per table to bronze.
+
+Each table keeps its own position. A table whose changes cannot be known (DDL, statement-logged
+DML, incomplete row images, a column mismatch, a failed commit) is stopped on its own: its
+buffered rows are dropped uncommitted, so its checkpoint stays at the last good commit, and the
+other tables go on. A lost connection is retried with backoff from the last transaction read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import pyarrow as pa
+import pymysql
+from pyspark.sql import SparkSession
+
+from ..config.project import ProjectConfig
+from ..errors import FatalError, IngestError, SourceUnavailableError
+from ..run import failures
+from ..sink import bronze
+from ..sink.silver import LOCAL_BATCH_ROWS
+from ..snapshot.chunking import ChunkLocator, SortKeys
+from ..source.connection import query
+from ..source.introspect import TableSchema
+from ..source.typemap import row_converter, spark_schema
+from ..state.checkpoint import Checkpoint
+from ..state.positions import BinlogPosition, sequence
+from ..tables import TableSpec
+from .binlog import BinlogSource, RowChange, Transaction
+from .prefetch import ProcessPrefetcher
+
+log = logging.getLogger(__name__)
+# The line that opens every catch-up; follow mode keeps it in the log file (its own cycle line
+# says the same on the console).
+READING = "binlog: reading %s .. %s"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the binlog reader survives a dropped connection or a server that stops answering."""
+
+    attempts: int = 5
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    read_timeout_s: float = 60.0
+
+    def backoff(self, attempt: int) -> float:
+        return min(self.max_backoff_s, self.first_backoff_s * 2 ** (attempt - 1))
+
+
+@dataclass
+class TableCapture:
+    """Binlog-phase state of one table during a catch-up."""
+
+    spec: TableSpec
+    schema: TableSchema
+    checkpoint: Checkpoint
+    start: BinlogPosition  # changes at or before this are already in bronze
+    locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
+    convert: Callable[[dict], tuple]
+    # Follow mode: a catch-up that found none of this table's rows may leave its checkpoint
+    # where it is (see ``CatchUp._flush``) instead of committing an empty batch.
+    hold_idle: bool = False
+    rows: list[tuple] = field(default_factory=list)
+    failure: IngestError | None = None
+    binlog_rows: int = 0
+    # The bronze batches committed by this catch-up, as written, while they add up to at most
+    # silver.LOCAL_BATCH_ROWS rows: silver then merges them without reading bronze back.
+    recent: dict[int, pa.Table] = field(default_factory=dict)
+
+
+def table_stopped(table: str, detail: str) -> FatalError:
+    return FatalError(
+        f"table {table}: {detail}; nothing was written past the last checkpoint; re-snapshot with "
+        f"`make ingest TABLE={table} FULL_REFRESH=1`",
+        table=table,
+    )
+
+
+def schema_changed(table: str, detail: str) -> FatalError:
+    return table_stopped(table, f"schema change ({detail}) is not supported yet")
+
+
+def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
+    """Where the binlog phase of a table resumes: every change at or before it is in bronze
+    (``None`` while no snapshot chunk is done)."""
+    if checkpoint.position is not None:
+        return checkpoint.position
+    progress = checkpoint.snapshot
+    if progress is not None and progress.done:
+        return progress.low_watermark
+    return None
+
+
+def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
+                checkpoint: Checkpoint, delivery: str, *, read_to: BinlogPosition | None = None,
+                hold_idle: bool = False) -> TableCapture:
+    """``read_to``: how far this process already read the binlog past the checkpoint without
+    finding a row of the table (an idle advance held in memory); reading resumes there."""
+    progress = checkpoint.snapshot
+    start = resume_position(checkpoint)
+    if start is None:
+        raise FatalError(f"table {spec.name}: checkpoint has neither a position nor chunks", table=spec.name)
+    if read_to is not None and read_to > start:
+        start = read_to
+    locator = None
+    if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
+        locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
+    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
+                        hold_idle=hold_idle)
+
+
+def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[RowChange]:
+    """Exactly-once: drop a change its chunk's snapshot read already contains (a change at or
+    before the high watermark of the chunk its key falls in)."""
+    progress = capture.checkpoint.snapshot
+    if capture.locator is None or progress is None:
+        return changes
+    window = [c for c in changes if c.position <= progress.high_watermark]
+    if not window:
+        return changes
+    keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
+    chunks = capture.locator.locate(keys)
+    stale = {id(c) for c, chunk in zip(window, chunks, strict=True)
+             if c.position <= progress.done[chunk.index]}
+    return [c for c in changes if id(c) not in stale]
+
+
+def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
+    """The reader process's work (a module-level function, so that it pickles)."""
+    return source.transactions(start, stop)
+
+
+def transaction_weight(transaction: Transaction) -> int:
+    return len(transaction.changes) + 1
+
+
+def purged_tables(conn: pymysql.connections.Connection, captures: Sequence[TableCapture]) -> list[TableCapture]:
+    """Tables whose resume position lies in a binlog file the server no longer has."""
+    try:
+        files = {str(row[0]) for row in query(conn, "SHOW BINARY LOGS")}
+    except pymysql.err.MySQLError:
+        return []  # no privilege to list them: the reader reports a purged position itself
+    return [c for c in captures if c.start.file not in files]
+
+
+class CatchUp:
+    """Reads the binlog from the lowest table position to ``stop`` and commits each table."""
+
+    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy):
+        self.config = config
+        self.spark = spark
+        self.run_id = run_id
+        self.retry = retry
+
+    def run(self, conn: pymysql.connections.Connection, captures: Sequence[TableCapture],
+            stop: BinlogPosition) -> None:
+        """Catch every capture up to ``stop``; failures are recorded on the capture."""
+        for capture in purged_tables(conn, captures):
+            self._fail(capture, table_stopped(
+                capture.spec.name, f"its binlog position {capture.start} is no longer on the source "
+                "(purged)"))
+        active = [c for c in captures if c.failure is None]
+        if not active:
+            return
+        start = min(c.start for c in active)
+        if start >= stop:
+            return
+        by_source = {c.schema.table: c for c in active}
+        source = BinlogSource(
+            self.config.source, self._server_id(), self.config.source.database,
+            {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
+        )
+        log.info(READING, start, stop)
+        position = start
+        buffered = 0
+        started = time.monotonic()
+        try:
+            for transaction in self._transactions(source, start, stop):
+                buffered += self._route(transaction, by_source)
+                position = transaction.end
+                if buffered >= self.config.defaults.flush_rows:
+                    self._flush(by_source, position)
+                    buffered = 0
+                    log.info("binlog: at %s of %s, %.0f s in", position, stop, time.monotonic() - started)
+        except IngestError as exc:
+            # The stream itself failed (after retries): every table it served stops here, with
+            # what was read so far committed, since each transaction routed so far is complete.
+            self._flush(by_source, position, final=True)
+            for capture in by_source.values():
+                if capture.failure is None:
+                    self._fail(capture, exc)
+            return
+        self._flush(by_source, max(position, start), final=True)
+
+    def _transactions(self, source: BinlogSource, start: BinlogPosition,
+                      stop: BinlogPosition) -> Iterator[Transaction]:
+        """Transactions in ``(start, stop]``, reconnecting with backoff from the last one read."""
+        position = start
+        attempt = 0
+        while True:
+            try:
+                reader = ProcessPrefetcher(partial(read_transactions, source, position, stop),
+                                           weight=transaction_weight)
+                for transaction in reader:
+                    attempt = 0
+                    position = transaction.end
+                    yield transaction
+                return
+            except SourceUnavailableError as exc:
+                attempt += 1
+                if attempt >= self.retry.attempts:
+                    raise
+                pause = self.retry.backoff(attempt)
+                log.warning("binlog: %s; retry %d/%d from %s in %.1f s", exc, attempt,
+                            self.retry.attempts - 1, position, pause)
+                time.sleep(pause)
+
+    def _route(self, transaction: Transaction, by_source: dict[str, TableCapture]) -> int:
+        for ddl in transaction.schema_changes:
+            capture = by_source.get(ddl.table)
+            if capture is not None and capture.failure is None and transaction.end > capture.start:
+                self._fail(capture, schema_changed(capture.spec.name, f"{ddl.statement!r} at {ddl.position}"))
+        for problem in transaction.problems:
+            capture = by_source.get(problem.table)
+            if capture is not None and capture.failure is None and problem.position > capture.start:
+                self._fail(capture, table_stopped(capture.spec.name, f"{problem.reason} at {problem.position}"))
+        changes: dict[str, list[RowChange]] = {}
+        for change in transaction.changes:
+            capture = by_source.get(change.table)
+            if capture is not None and capture.failure is None and change.position > capture.start:
+                changes.setdefault(change.table, []).append(change)
+        added = 0
+        for table, rows in changes.items():
+            capture = by_source[table]
+            try:
+                new_rows = [self._bronze_row(capture, change) for change in after_watermarks(capture, rows)]
+            except IngestError as exc:
+                self._fail(capture, exc)
+                continue
+            capture.rows.extend(new_rows)
+            added += len(new_rows)
+        return added
+
+    def _bronze_row(self, capture: TableCapture, change: RowChange) -> tuple:
+        if len(change.values) != len(capture.schema.columns) or any(
+            name not in change.values for name in capture.schema.column_names
+        ):
+            raise schema_changed(capture.spec.name, f"a row at {change.position} has columns "
+                                 f"{sorted(change.values)}")
+        values = capture.convert(change.values)
+        return (
+            *values,
+            change.op,
+            sequence(change.position, change.row_index),
+            change.position.file,
+            change.position.offset,
+            dt.datetime.fromtimestamp(change.timestamp, dt.UTC),
+            dt.datetime.now(dt.UTC),
+            self.run_id,
+            capture.checkpoint.batch + 1,
+        )
+
+    def _flush(self, by_source: dict[str, TableCapture], position: BinlogPosition, *,
+               final: bool = False) -> None:
+        """Commit each table's buffered rows with ``position`` as its new checkpoint.
+
+        A table without rows commits only its advance, and only at the end of the catch-up
+        (a flush in between has nothing to save for it), unless its advance is held."""
+        for capture in by_source.values():
+            if capture.failure is not None or (position <= capture.start and not capture.rows):
+                continue
+            target = max(position, capture.start)
+            if not capture.rows and (not final or idle_advance_held(capture, target)):
+                continue
+            checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
+            try:
+                written = bronze.append_rows(self.spark, self.config.table_path("bronze", capture.spec.name),
+                                             capture.rows, bronze.bronze_schema(spark_schema(capture.schema)),
+                                             checkpoint)
+            except Exception as exc:  # one table's failed commit never stops the others
+                self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
+                continue
+            capture.binlog_rows += len(capture.rows)
+            if capture.binlog_rows <= LOCAL_BATCH_ROWS:  # every batch of this catch-up so far
+                capture.recent[checkpoint.batch] = written
+            else:
+                capture.recent.clear()  # silver reads these batches from bronze instead
+            capture.checkpoint = checkpoint
+            capture.start = target
+            capture.rows = []
+            if capture.locator is not None and checkpoint.snapshot is None:
+                capture.locator = None
+
+    @staticmethod
+    def _fail(capture: TableCapture, error: IngestError) -> None:
+        log.error("%s: stopped: %s", capture.spec.name, error)
+        capture.failure = error
+        capture.rows = []  # uncommitted: the checkpoint stays at the last good commit
+
+    def _server_id(self) -> int:
+        low, high = self.config.server_ids
+        return low + os.getpid() % (high - low + 1)
+
+
+def idle_advance_held(capture: TableCapture, target: BinlogPosition) -> bool:
+    """Whether a table with no new rows keeps its checkpoint instead of committing ``target``.
+
+    Only in follow mode (``hold_idle``), only in the binlog phase, and never across a binlog
+    file: the committed position then stays in the file being written, so purging older files
+    never strands the table. The advance is not lost: follow mode reads on from it in memory
+    (``new_capture(read_to=)``), and a restarted run re-reads a range with none of its rows."""
+    durable = capture.checkpoint.position
+    return capture.hold_idle and durable is not None and durable.file == target.file
+
+
+def as_table_error(exc: BaseException, table: str, lake_root: str | None = None) -> IngestError:
+    """An error to record against ``table``: engine errors as they are, Spark errors translated
+    to one line, anything else as one line (its details go to the log). An error that Ctrl-C
+    caused inside a Spark call is the interruption itself: it stops the run, not the table."""
+    if failures.was_interrupted():
+        raise KeyboardInterrupt from exc
+    if isinstance(exc, IngestError):
+        if exc.table is None:
+            exc.table = table
+        return exc
+    log.error("%s: failed", table, exc_info=exc)
+    translated = failures.translate(exc, command=f"table {table}", lake_root=lake_root)
+    if translated is not None:
+        translated.table = table
+        return translated
+    text = str(exc).strip().splitlines()
+    first = text[0][:300] if text else ""
+    return FatalError(f"table {table}: {type(exc).__name__}: {first}; details in target/lakehouse.log",
+                      table=table)

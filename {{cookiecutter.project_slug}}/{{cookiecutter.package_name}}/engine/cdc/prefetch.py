@@ -1,0 +1,159 @@
+"""Read the binlog ahead in a child process, so decoding it and writing the lake overlap.
+
+Decoding row events (python-mysql-replication) is pure Python and costs about as much as
+everything else a catch-up does (converting rows, writing Parquet, committing). On a thread the
+two would share one core through the GIL; in a process each has its own, and the catch-up runs
+at nearly the decoder's own speed. Items cross in groups through a bounded queue (the child
+blocks when the consumer falls ``depth`` groups behind, so memory stays bounded). Errors raised
+by the reader are re-raised in the consumer, in order, after the items read before them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Generic, TypeVar
+
+from ..errors import SourceUnavailableError
+
+T = TypeVar("T")
+PR_SET_PDEATHSIG = 1
+
+
+class _End:
+    """The child's last message: the source is exhausted."""
+
+
+class _Failure:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _count_one(item: object) -> int:
+    return 1
+
+
+class ProcessPrefetcher(Generic[T]):
+    """Iterates ``factory()`` in a spawned child process, at most ``depth`` groups ahead; items
+    are grouped until ``weight`` of the group reaches ``group_weight``.
+
+    ``factory`` and ``weight`` must be picklable (module-level functions, or ``partial`` of
+    them), and so must the items. The child starts when iteration starts and is stopped when the
+    consumer stops iterating, whatever the reason."""
+
+    def __init__(
+        self,
+        factory: Callable[[], Iterator[T]],
+        *,
+        depth: int = 8,
+        group_weight: int = 2000,
+        weight: Callable[[T], int] = _count_one,
+        poll_s: float = 1.0,
+    ):
+        # spawn, not fork: the parent holds threads (py4j, the JVM's output) whose locks a
+        # forked child could inherit in a held state.
+        context = multiprocessing.get_context("spawn")
+        self._queue = context.Queue(maxsize=depth)
+        self._process = context.Process(target=_produce, name="binlog-reader", daemon=True,
+                                        args=(factory, self._queue, group_weight, weight, os.getpid()))
+        self._poll_s = poll_s
+
+    def __iter__(self) -> Iterator[T]:
+        with _sigint_ignored():  # inherited through exec: covers the child's start-up imports
+            self._process.start()
+        try:
+            while True:
+                item = self._next()
+                if isinstance(item, _End):
+                    return
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield from item  # type: ignore[misc]
+        finally:
+            if self._process.is_alive():
+                self._process.terminate()  # the consumer stopped early: the reader goes too
+            self._process.join(5)
+            self._queue.close()
+            self._queue.cancel_join_thread()
+
+    def _next(self) -> object:
+        while True:
+            try:
+                return self._queue.get(timeout=self._poll_s)
+            except queue.Empty:
+                if self._process.is_alive():
+                    continue
+            try:  # it may have sent its last messages just before it ended
+                return self._queue.get(timeout=self._poll_s)
+            except queue.Empty:
+                # Killed (out of memory, a signal): like a dropped connection, worth a retry.
+                raise SourceUnavailableError(
+                    f"the binlog reader process ended without a word (exit code {self._process.exitcode}): "
+                    "run again, it resumes from the last commit") from None
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore Ctrl-C while the child is started (only the main thread may change handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue, group_weight: int,
+             weight: Callable[[T], int], parent: int) -> None:
+    """The child process: read, send groups of items, then an end marker or the error."""
+    # Ctrl-C reaches the whole foreground process group: the parent decides what it means
+    # (follow mode finishes its cycle first) and stops this process when it has to.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _end_with_parent(parent)
+    group: list[T] = []
+    total = 0
+    try:
+        for item in factory():
+            group.append(item)
+            total += weight(item)
+            if total >= group_weight:
+                out.put(group)
+                group, total = [], 0
+        if group:
+            out.put(group)
+        out.put(_End())
+    except BaseException as exc:  # handed to the consumer, which re-raises it
+        if group:
+            out.put(group)  # what was read before the error still counts
+        out.put(_Failure(_picklable(exc)))
+    out.close()
+    out.join_thread()  # every message is in the pipe before the process ends
+
+
+def _end_with_parent(parent: int) -> None:
+    """Be terminated when the parent dies (even by kill -9), instead of blocking forever on a
+    full queue nobody reads, holding the server connection."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the daemon flag covers a normal exit
+        return
+    if os.getppid() != parent:  # it died before the request was in place
+        os._exit(1)
+
+
+def _picklable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a ``RuntimeError`` carrying its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,1 @@
+"""Project configuration: lakehouse_project.yml, profiles, targets and table selection."""

@@ -1,0 +1,316 @@
+"""Project file and profiles, dbt style.
+
+``lakehouse_project.yml`` holds what the team shares (lake root, Spark, defaults, server-id
+range); ``profiles.yml`` holds where the source is, with secrets only through
+``{{ env_var('NAME') }}`` / ``{{ env_var('NAME', 'default') }}``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import yaml
+
+from ..errors import ConfigError
+
+PROJECT_FILE = "lakehouse_project.yml"
+PROFILES_FILE = "profiles.yml"
+
+# Snapshot sizing: a chunk is one consistent-snapshot SELECT (short enough to keep undo small),
+# a commit gathers chunks read in parallel into one Delta commit (few, large commits are fast).
+DEFAULT_CHUNK_SIZE = 50_000
+DEFAULT_COMMIT_ROWS = 1_000_000
+
+Delivery = Literal["exactly_once", "at_least_once"]
+DELIVERY_MODES: tuple[Delivery, ...] = ("exactly_once", "at_least_once")
+
+
+@dataclass(frozen=True)
+class SourceProfile:
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    database: str
+    connect_timeout: int = 10
+    # Environment variables the profile names but the environment lacks (rendered as ""); only
+    # ever non-empty when loaded with ``require_env=False``, by commands that need no source.
+    unset: tuple[str, ...] = ()
+
+    @property
+    def address(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str
+    conf: Mapping[str, str]
+    jars_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class Defaults:
+    chunk_size: int
+    delivery: Delivery
+    flush_rows: int
+    even_distribution: tuple[float, float]
+    commit_rows: int  # snapshot rows committed to bronze together (chunks read in parallel)
+
+    def chunks_per_commit(self, chunk_size: int) -> int:
+        """Chunks read in parallel and committed together: commits are sized by rows, so a
+        small chunk size does not mean many small Delta commits."""
+        return max(1, -(-self.commit_rows // chunk_size))
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    name: str
+    root: Path
+    lake_root: str
+    target_dir: Path
+    gx_dir: Path
+    spark: SparkSettings
+    defaults: Defaults
+    server_ids: tuple[int, int]
+    source: SourceProfile
+    target: str = "dev"  # the profile output in use; a target with a lake of its own has its own target_dir
+
+    def table_path(self, layer: Literal["bronze", "silver"], table: str) -> str:
+        return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
+
+
+def load_project(
+    root: Path,
+    *,
+    profiles_dir: Path | None = None,
+    target: str | None = None,
+    env: Mapping[str, str] | None = None,
+    require_env: bool = True,
+) -> ProjectConfig:
+    """Read the project file and the selected profile output, rendering ``env_var``.
+
+    With ``require_env=False`` an unset variable renders as "" and is listed in
+    ``source.unset``: for commands that never connect to the source (``status``, ``list``)."""
+    env = os.environ if env is None else env
+    project = _read_yaml(root / PROJECT_FILE)
+    profiles_dir = profiles_dir or Path(env.get("LAKEHOUSE_PROFILES_DIR", "") or root)
+    profiles = _read_yaml(profiles_dir / PROFILES_FILE)
+    profile_name = _required(project, "profile", PROJECT_FILE)
+    where = profiles_dir / PROFILES_FILE
+    target, outputs = _profile_output(profiles, str(profile_name), target, env, where)
+    source = _load_source(outputs[target], target, env, where, require_env)
+
+    spark = project.get("spark") or {}
+    defaults = project.get("defaults") or {}
+    binlog = project.get("binlog") or {}
+    server_ids = binlog.get("server_id_range", [5400, 5499])
+    delivery = defaults.get("delivery", "exactly_once")
+    if delivery not in DELIVERY_MODES:
+        raise ConfigError(
+            f"{PROJECT_FILE}: defaults.delivery is {delivery!r}; use one of {DELIVERY_MODES}"
+        )
+    even = defaults.get("even_distribution", [0.05, 1000.0])
+    project_lake = str(_required(project, "lake_root", PROJECT_FILE))
+    lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
+    target_dir = _target_dir(root, project)
+    return ProjectConfig(
+        name=str(project.get("name", root.name)),
+        root=root,
+        lake_root=lake_root,
+        # run_results.json, the log and the table locks follow the lake: a target with a lake
+        # of its own (prod) keeps them in target/<target>/.
+        target_dir=target_dir / target if own_lake else target_dir,
+        # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/).
+        gx_dir=root / str((project.get("quality") or {}).get("gx_root", ".")),
+        spark=SparkSettings(
+            master=str(env.get("SPARK_MASTER") or spark.get("master", "local[*]")),
+            conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+            jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
+        ),
+        defaults=Defaults(
+            chunk_size=_positive_int(defaults.get("chunk_size", DEFAULT_CHUNK_SIZE), "defaults.chunk_size"),
+            delivery=delivery,
+            flush_rows=_positive_int(defaults.get("flush_rows", 50_000), "defaults.flush_rows"),
+            even_distribution=(float(even[0]), float(even[1])),
+            commit_rows=_positive_int(defaults.get("commit_rows", DEFAULT_COMMIT_ROWS), "defaults.commit_rows"),
+        ),
+        server_ids=(int(server_ids[0]), int(server_ids[1])),
+        source=source,
+        target=target,
+    )
+
+
+def peek_target_dir(root: Path) -> Path | None:
+    """The project's ``target/`` folder, read leniently: the log file and run results must be
+    written even when the configuration is broken. ``None`` when ``root`` holds no project
+    file (a command run from the wrong folder must not leave a ``target/`` there)."""
+    path = root / PROJECT_FILE
+    if not path.is_file():
+        return None
+    try:
+        project = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # load_project reports it properly
+        project = None
+    return _target_dir(root, project if isinstance(project, dict) else {})
+
+
+def _target_dir(root: Path, project: Mapping[str, Any]) -> Path:
+    return root / str(project.get("target_dir") or "target")
+
+
+def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set[str] | None = None) -> Any:
+    """Render ``{{ env_var(...) }}`` in every string of a parsed YAML tree. An unset variable
+    without a default is an error, or, when ``missing`` is given, "" with its name added there."""
+    if isinstance(value, dict):
+        return {k: render_env_vars(v, env, where, missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_env_vars(v, env, where, missing) for v in value]
+    if not isinstance(value, str) or "{{" not in value:
+        return value
+
+    def env_var(name: str, default: str | None = None) -> str:
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        if missing is not None:
+            missing.add(name)
+            return ""
+        raise ConfigError(
+            f"{where}: environment variable {name} is not set; export {name}=... "
+            "(secrets live only in the environment)"
+        )
+
+    jinja = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    try:
+        return jinja.from_string(value).render(env_var=env_var)
+    except jinja2.TemplateError as exc:
+        raise ConfigError(f"{where}: cannot render {value!r}: {exc}") from None
+
+
+def _profile_output(
+    profiles: dict[str, Any],
+    name: str,
+    target: str | None,
+    env: Mapping[str, str],
+    where: Path,
+) -> tuple[str, dict[str, Any]]:
+    """The selected target's name and every output of the profile."""
+    profile = profiles.get(name)
+    if not isinstance(profile, dict):
+        raise ConfigError(f"{where}: no profile named {name!r} (the project file's 'profile')")
+    target = str(target or env.get("LAKEHOUSE_TARGET") or profile.get("target", "dev"))
+    outputs = profile.get("outputs") or {}
+    if target not in outputs:
+        raise ConfigError(
+            f"{where}: profile {name!r} has no output {target!r}; known: {sorted(outputs)}"
+        )
+    if not isinstance(outputs[target], dict):
+        raise ConfigError(f"{where}: output {target!r} must be a mapping")
+    return target, outputs
+
+
+def _target_lake(
+    root: Path,
+    project_lake: str,
+    outputs: Mapping[str, Any],
+    target: str,
+    env: Mapping[str, str],
+    where: Path,
+) -> tuple[str, bool]:
+    """The target's lake root, and whether it is its own (the output sets ``lake_root``).
+
+    The lake holds the checkpoints: two targets on one lake would resume from each other's
+    binlog positions (of another server). So at most one output may use the project's
+    ``lake_root``; every other one names a lake of its own."""
+
+    def lake_of(output: Any, missing: set[str] | None) -> str:
+        raw = output.get("lake_root") if isinstance(output, dict) else None
+        text = project_lake if raw is None else str(render_env_vars(raw, env, str(where), missing))
+        return text if "://" in text or text.startswith("/") else str((root / text).resolve())
+
+    lake = lake_of(outputs[target], None)
+    for other in sorted(outputs):
+        missing: set[str] = set()
+        # Another output's variables need not be set: such a lake cannot be compared.
+        if other != target and lake_of(outputs[other], missing) == lake and not missing:
+            raise ConfigError(
+                f"{where}: outputs {target!r} and {other!r} would share the lake {lake} and with "
+                "it their checkpoints: set lake_root in one of the two outputs (each target keeps "
+                "a lake of its own)"
+            )
+    return lake, outputs[target].get("lake_root") is not None
+
+
+def _load_source(
+    output: dict[str, Any],
+    target: str,
+    env: Mapping[str, str],
+    where: Path,
+    require_env: bool = True,
+) -> SourceProfile:
+    missing: set[str] | None = None if require_env else set()
+    raw = render_env_vars(output, env, str(where), missing)
+    for key in ("host", "port", "user", "password", "database"):
+        if key not in raw:
+            raise ConfigError(f"{where}: output {target!r} lacks '{key}'")
+    try:
+        port = int(raw["port"])
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: port {raw['port']!r} is not a number") from None
+    return SourceProfile(
+        host=str(raw["host"]),
+        port=port,
+        user=str(raw["user"]),
+        password=str(raw["password"]),
+        database=str(raw["database"]),
+        connect_timeout=int(raw.get("connect_timeout", 10)),
+        unset=tuple(sorted(missing or ())),
+    )
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} not found: run from the project folder or pass --project-dir"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {yaml_problem(exc)}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must hold a mapping at the top level")
+    return loaded
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: what the parser expected and where (1-based line and column)."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return " ".join(str(exc).split())
+    words = " ".join(" ".join(filter(None, (exc.context, exc.problem))).split()) or "cannot parse"
+    mark = exc.problem_mark or exc.context_mark
+    return f"{words} (line {mark.line + 1}, column {mark.column + 1})" if mark else words
+
+
+def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
+    if key not in mapping:
+        raise ConfigError(f"{where}: '{key}' is required")
+    return mapping[key]
+
+
+def _positive_int(value: Any, name: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be a whole number") from None
+    if number <= 0:
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive")
+    return number

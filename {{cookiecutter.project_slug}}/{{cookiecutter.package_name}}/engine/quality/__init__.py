@@ -1,0 +1,1 @@
+"""Data quality: source/silver comparison, Great Expectations checks and offline Data Docs."""

@@ -1,0 +1,252 @@
+"""Quality checks: silver compared with the source at one exact binlog position, read-only.
+
+``dq`` never writes to the lake. A scheduled check is therefore safe next to an ingest or a
+``follow`` run of the same tables (it takes no table lock and cannot race their commits), and it
+never snapshots or catches up a table: a table missing from the lake (a fresh CI runner whose
+lake is empty, say) is one failed check naming the lake, not a copy of the source.
+
+How one table is compared, for every selected table at once:
+
+1. Silver's newest merge names the bronze batch it applied; that batch's checkpoint says up to
+   which binlog position ``R`` silver holds every change. Silver is read at the Delta version
+   looked at, so a merge committed meanwhile by another run does not move it.
+2. The source is counted inside one consistent snapshot, at an exact position ``P``.
+3. The binlog between ``R`` and ``P`` is read (as a replica, nothing is written) and the table's
+   net row change in it carries the count from ``P`` back (or forward) to ``R``. Silver is
+   checked against that count: both sides are the table at ``R``, the compared position.
+
+A table whose snapshot's watermark window is still open (changes of the table between ``R`` and
+the window's end, which its next ingest filters) has no single position yet: its check fails,
+asking for an ingest first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ..cdc.binlog import BinlogSource, RowChange, Transaction
+from ..config.project import ProjectConfig
+from ..errors import DataQualityError, IngestError
+from ..sink import deltalog
+from ..source.connection import connection, qualified, query, start_consistent_snapshot
+from ..source.introspect import describe_table
+from ..state.checkpoint import Checkpoint
+from ..state.positions import BinlogPosition
+from ..tables import TableSpec
+
+log = logging.getLogger(__name__)
+
+ALIGNMENT_CHECK = "silver at one source binlog position"
+
+
+@dataclass(frozen=True)
+class SourceCounts:
+    position: BinlogPosition
+    rows: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SilverState:
+    """Silver as of its newest merge: the Delta version to read, and the binlog position it is
+    exact at (``position``) unless the table changed before ``window_end`` (its snapshot's high
+    watermark while the watermark window is open, else ``position`` itself)."""
+
+    version: int
+    batch: int
+    position: BinlogPosition
+    window_end: BinlogPosition
+
+
+class NotComparable(DataQualityError):
+    """Silver of a table cannot be compared with the source (yet); the message says why."""
+
+
+def count_source(config: ProjectConfig, specs: Sequence[TableSpec]) -> SourceCounts:
+    """Count every table inside one read view, at one exact binlog position."""
+    database = config.source.database
+    with connection(config.source) as conn:
+        position = start_consistent_snapshot(conn)
+        rows = {
+            s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
+            for s in specs
+        }
+        conn.commit()
+    return SourceCounts(position, rows)
+
+
+def silver_state(spark: SparkSession, config: ProjectConfig, spec: TableSpec) -> SilverState:
+    """Where silver of ``spec`` stands; ``NotComparable`` when it is not in the lake or its
+    snapshot is not finished."""
+    bronze_path = config.table_path("bronze", spec.name)
+    merged = _newest_merge(spark, config.table_path("silver", spec.name))
+    if merged is None:
+        raise NotComparable(
+            f"table {spec.name} is not in the lake at {config.lake_root}: dq checks the lake that "
+            f"ingestion writes and never copies a table itself; run `make ingest TABLE={spec.name}` "
+            "there, or point lake_root at that lake", table=spec.name)
+    version, batch = merged
+    checkpoint = _checkpoint_of_batch(spark, bronze_path, batch)
+    if checkpoint is None:
+        raise NotComparable(f"table {spec.name}: silver applied bronze batch {batch}, which bronze at "
+                            f"{bronze_path} does not have; run `make ingest TABLE={spec.name}`", table=spec.name)
+    progress = checkpoint.snapshot
+    if progress is not None and not progress.complete:
+        raise NotComparable(
+            f"table {spec.name}: its snapshot is not finished ({len(progress.done)} of "
+            f"{len(progress.chunks)} chunks); run `make ingest TABLE={spec.name}`", table=spec.name)
+    position = checkpoint.position or (progress.low_watermark if progress is not None else None)
+    if position is None:
+        raise NotComparable(f"table {spec.name}: bronze batch {batch} has no binlog position; "
+                            f"run `make ingest TABLE={spec.name}`", table=spec.name)
+    window_end = max(position, progress.high_watermark) if progress is not None else position
+    return SilverState(version, batch, position, window_end)
+
+
+def net_row_change(changes: Iterable[RowChange]) -> int:
+    """Rows added minus rows removed by ``changes`` (in binlog order).
+
+    An UPDATE that changes the key arrives as a delete of the old key followed, in the same rows
+    event, by an update to the new one: the pair keeps the count, so the update counts +1 there.
+    Any other update keeps the count."""
+    net = 0
+    previous: RowChange | None = None
+    for change in changes:
+        if change.op == "c":
+            net += 1
+        elif change.op == "d":
+            net -= 1
+        elif (previous is not None and previous.op == "d" and previous.position == change.position
+              and previous.row_index == change.row_index - 1):
+            net += 1  # the new key of a key-changing update
+        previous = change
+    return net
+
+
+def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, table: str,
+             transactions: Sequence[Transaction]) -> int:
+    """The source row count of ``table`` at ``silver.position``, from the count at ``counted_at``
+    and the binlog ``transactions`` covering both positions and ``silver.window_end``."""
+    low, high = sorted((counted_at, silver.position))
+    between: list[RowChange] = []
+    for transaction in transactions:
+        mine = [c for c in transaction.changes if c.table == table]
+        problems = [p.reason for p in transaction.problems if p.table == table]
+        problems += [f"schema change {c.statement!r}" for c in transaction.schema_changes if c.table == table]
+        if silver.position < transaction.end <= silver.window_end and (mine or problems):
+            raise NotComparable(
+                f"table {table}: changed at {transaction.end}, inside its snapshot's watermark window "
+                f"(ending at {silver.window_end}); run `make ingest TABLE={table}` first", table=table)
+        if low < transaction.end <= high:
+            if problems:
+                raise NotComparable(f"table {table}: its changes between {low} and {high} cannot be "
+                                    f"counted ({problems[0]} at {transaction.end})", table=table)
+            between.extend(mine)
+    net = net_row_change(between)
+    return counted - net if silver.position <= counted_at else counted + net
+
+
+def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec]) -> list:
+    """Check every table; a table that cannot be compared fails its check (with the reason) and
+    the others are still checked. Reads the lake and the source, writes only ``gx/``."""
+    from .checks import CheckOutcome, QualityResult, run_quality_checks  # GX is slow to import
+
+    def failed(name: str, message: str) -> QualityResult:
+        return QualityResult(name, False, (CheckOutcome(ALIGNMENT_CHECK, False, message),), None)
+
+    states: dict[str, SilverState] = {}
+    results: list[QualityResult] = []
+    for spec in specs:
+        try:
+            states[spec.name] = silver_state(spark, config, spec)
+        except NotComparable as exc:
+            log.error("%s", exc)
+            results.append(failed(spec.name, str(exc)))
+    healthy = [s for s in specs if s.name in states]
+    if not healthy:
+        return _in_order(specs, results)
+    counts = count_source(config, healthy)
+    with connection(config.source) as conn:
+        keys = {s.name: describe_table(conn, config.source.database, s.source_table, s.key).key for s in healthy}
+    try:
+        transactions = _binlog_between(config, counts.position, [states[s.name] for s in healthy],
+                                       {s.source_table: keys[s.name] for s in healthy})
+    except IngestError as exc:
+        log.error("binlog between the compared positions: %s", exc)
+        return _in_order(specs, results + [failed(s.name, f"reading the binlog failed: {exc}") for s in healthy])
+    for spec in healthy:
+        state = states[spec.name]
+        try:
+            expected = count_at(counts.rows[spec.name], counts.position, state, spec.source_table,
+                                transactions)
+        except NotComparable as exc:
+            log.error("%s", exc)
+            results.append(failed(spec.name, str(exc)))
+            continue
+        extra = list(spec.expectations()) if spec.expectations else []
+        result = run_quality_checks(
+            _silver_at(spark, config, spec, state), table=spec.name, key_columns=keys[spec.name],
+            expected_row_count=expected, extra_expectations=extra, gx_root=config.gx_dir,
+            compared_at=str(state.position),
+        )
+        log.info("%s: quality %s at %s (silver batch %d; source rows %d there, %d at %s)", spec.name,
+                 "passed" if result.success else "FAILED", state.position, state.batch, expected,
+                 counts.rows[spec.name], counts.position)
+        results.append(result)
+    return _in_order(specs, results)
+
+
+def _in_order(specs: Sequence[TableSpec], results: list) -> list:
+    order = {s.name: i for i, s in enumerate(specs)}
+    return sorted(results, key=lambda r: order[r.table])
+
+
+def _silver_at(spark: SparkSession, config: ProjectConfig, spec: TableSpec, state: SilverState) -> DataFrame:
+    return (spark.read.format("delta").option("versionAsOf", state.version)
+            .load(config.table_path("silver", spec.name)))
+
+
+def _newest_merge(spark: SparkSession, silver_path: str) -> tuple[int, int] | None:
+    """Silver's newest Delta version and the last bronze batch merged into it (commits after
+    that merge, such as maintenance or a manual fix, are part of what is checked)."""
+    newest = deltalog.newest_version(spark, silver_path)
+    if newest < 0:
+        return None
+    for commit in deltalog.commits_back(spark, silver_path, newest):
+        if commit.user_metadata is not None:  # not on table creation or maintenance commits
+            return newest, int(json.loads(commit.user_metadata)["bronze_batch"])
+    return None
+
+
+def _checkpoint_of_batch(spark: SparkSession, bronze_path: str, batch: int) -> Checkpoint | None:
+    if deltalog.newest_version(spark, bronze_path) < 0:
+        return None
+    for commit in deltalog.commits_back(spark, bronze_path):
+        if commit.operation == "WRITE" and commit.user_metadata is not None:
+            checkpoint = Checkpoint.from_json(commit.user_metadata)
+            if checkpoint.batch == batch:
+                return checkpoint
+            if checkpoint.batch < batch:
+                return None
+    return None
+
+
+def _binlog_between(config: ProjectConfig, counted_at: BinlogPosition, states: Sequence[SilverState],
+                    keys: Mapping[str, Sequence[str]]) -> list[Transaction]:
+    """The transactions of ``keys``' tables from the lowest to the highest position in play."""
+    positions = [counted_at] + [p for s in states for p in (s.position, s.window_end)]
+    start, stop = min(positions), max(positions)
+    if start >= stop:
+        return []
+    low, high = config.server_ids
+    # A replica id of its own (a second reader with the same id cuts the first one off): taken
+    # from the pid like an ingest's, but half the range away, so that runs started one after
+    # the other do not pick the same id.
+    server_id = low + (os.getpid() + (high - low + 1) // 2) % (high - low + 1)
+    source = BinlogSource(config.source, server_id, config.source.database, keys)
+    return list(source.transactions(start, stop))

@@ -1,0 +1,195 @@
+"""Exceptions that reach the command line, as one-line engine errors.
+
+Spark reports failures as Java exceptions wrapped by py4j (``Py4JJavaError``) or re-raised by
+pyspark (``AnalysisException``, ``PythonException``...). Their text is a JVM stack trace: the
+console gets the operation and the root cause's first line instead, the log gets the rest.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from ..errors import ConfigError, IngestError
+
+ENGINE_DIR = Path(__file__).resolve().parents[1]
+# Frames of these modules handle errors; the operation that failed is further in.
+_NOT_OPERATIONS = {"cli.py", "failures.py"}
+_CALL = re.compile(r"while calling (?:[oz]\d*[.:])?([\w.$]+)\.\s*$")
+_JAVA_CLASS = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*)(?=: |$)")
+_MISSING_S3A = re.compile(r"S3AFileSystem not found|No FileSystem for scheme \"?s3a", re.IGNORECASE)
+_MISSING_FS = re.compile(r"No FileSystem for scheme \"?(\w+)|Class (\S+FileSystem) not found")
+_NOT_WRITABLE = re.compile(
+    r"Permission denied|AccessDeniedException|AccessControlException|Read-only file system|"
+    r"Not a directory|ParentNotDirectoryException|Mkdirs failed|DELTA_CANNOT_CREATE_LOG_PATH"
+)
+
+_interrupted = threading.Event()
+
+
+@dataclass(frozen=True)
+class SparkFailure:
+    """What a Spark or py4j exception says, without its stack trace."""
+
+    call: str  # the JVM method Python was calling ("save"), "" when unknown
+    causes: tuple[str, ...]  # the first line of each exception of the cause chain, outermost first
+
+    @property
+    def root(self) -> str:
+        return self.causes[-1] if self.causes else "no message"
+
+
+def note_interrupt() -> None:
+    """Remember a Ctrl-C: errors raised while Spark cancels its jobs are the interruption."""
+    _interrupted.set()
+
+
+def was_interrupted() -> bool:
+    return _interrupted.is_set()
+
+
+def reset_interrupt() -> None:
+    _interrupted.clear()
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text; ``str()`` of a py4j error asks the JVM and may fail."""
+    try:
+        text = str(exc)
+    except Exception:  # a py4j error whose JVM is gone: its class name still says something
+        return type(exc).__name__
+    return _first_line(text) or type(exc).__name__
+
+
+def spark_failure(exc: BaseException) -> SparkFailure | None:
+    """Read a Spark/py4j exception, or ``None`` when ``exc`` is not one."""
+    if "py4j" not in sys.modules:  # no Spark error can exist yet; spare the import
+        return None
+    from py4j.protocol import Py4JError, Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, Py4JJavaError):
+        causes = _java_causes(exc.java_exception) or (_first_line(exc.errmsg),)
+        return SparkFailure(_call(exc.errmsg), causes)
+    if isinstance(exc, PySparkException):
+        origin = getattr(exc, "_origin", None)  # the Java exception pyspark re-raised, if any
+        causes = _java_causes(origin) if origin is not None else ()
+        return SparkFailure("", causes or (_short_class(first_line(exc)),))
+    if isinstance(exc, Py4JError):  # the gateway itself: the JVM died or the connection broke
+        return SparkFailure(_call(first_line(exc)), (f"Spark's JVM is gone ({first_line(exc)})",))
+    return None
+
+
+def operation(exc: BaseException) -> str:
+    """The innermost engine function the exception passed through, e.g. ``bronze.append``."""
+    found = ""
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        path = Path(tb.tb_frame.f_code.co_filename)
+        if ENGINE_DIR in path.parents and path.name not in _NOT_OPERATIONS:
+            found = f"{path.stem}.{tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return found
+
+
+def translate(exc: BaseException, *, command: str, lake_root: str | None) -> IngestError | None:
+    """An engine error for a Spark/py4j exception, ``None`` for anything else.
+
+    A missing filesystem (``s3a://`` without hadoop-aws) and an unwritable lake are
+    configuration errors naming the fix; any other failure names the operation and root cause.
+    """
+    failure = spark_failure(exc)
+    if failure is None:
+        return None
+    where = operation(exc)
+    chain = " | ".join(failure.causes)
+    if _MISSING_S3A.search(chain):
+        return ConfigError(missing_s3a_message(lake_root))
+    missing = _MISSING_FS.search(chain)
+    if missing:
+        return ConfigError(
+            f"{_lake(lake_root)} needs a Hadoop filesystem Spark does not ship "
+            f"({missing.group(1) or missing.group(2)}): add its package to spark.conf "
+            "'spark.jars.packages' in lakehouse_project.yml, or its jars to LAKEHOUSE_JARS_DIR"
+        )
+    if _NOT_WRITABLE.search(chain):
+        return ConfigError(
+            f"cannot write {_lake(lake_root)} (in {where or command}): {failure.root}; make the lake "
+            "folder writable for this user, or change lake_root in lakehouse_project.yml"
+        )
+    place = f" in {where}" if where else ""
+    call = f", Spark call {failure.call}" if failure.call else ""
+    return IngestError(f"{command} failed{place}{call}: {failure.root}")
+
+
+def missing_s3a_message(lake_root: str | None) -> str:
+    version = hadoop_version()
+    return (
+        f"{_lake(lake_root)} needs the S3A filesystem (hadoop-aws), which Spark does not ship: "
+        f"add 'org.apache.hadoop:hadoop-aws:{version}' (the version of Spark's Hadoop; it brings "
+        "the AWS SDK bundle) to spark.conf 'spark.jars.packages' in lakehouse_project.yml, or put "
+        f"hadoop-aws-{version}.jar and the AWS SDK bundle jar in LAKEHOUSE_JARS_DIR with the Delta jars"
+    )
+
+
+def hadoop_version() -> str:
+    """The Hadoop version bundled with pyspark (hadoop-aws must match it exactly)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+        return jar.stem.removeprefix("hadoop-client-api-")
+    return "<Spark's Hadoop version>"
+
+
+def details(exc: BaseException) -> str:
+    """The full traceback (with the JVM stack trace of a py4j error) for the log file."""
+    return "".join(traceback.format_exception(exc)).rstrip()
+
+
+def _lake(lake_root: str | None) -> str:
+    return f"lake_root {lake_root}" if lake_root else "the lake"
+
+
+def _java_causes(throwable, limit: int = 16) -> tuple[str, ...]:
+    """First lines along a Java exception's cause chain (each step asks the JVM)."""
+    from py4j.protocol import Py4JError
+
+    causes: list[str] = []
+    try:
+        while throwable is not None and len(causes) < limit:
+            causes.append(_short_class(_first_line(str(throwable.toString()))))
+            throwable = throwable.getCause()
+    except Py4JError:  # the JVM went away while we asked: keep what we have
+        pass
+    return tuple(c for c in causes if c)
+
+
+def _first_line(text: str) -> str:
+    """The first line, or for a Python traceback (a Spark task's error) its exception line."""
+    text = text.split("JVM stacktrace:")[0]
+    if "Traceback (most recent call last):" in text:
+        lines = [line for line in text.splitlines() if line.strip()]
+        ends = [line for line in lines if not line[0].isspace() and not line.startswith("Traceback")]
+        if ends:
+            return ends[-1].strip()
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _short_class(line: str) -> str:
+    """``java.io.FileNotFoundException: x`` -> ``FileNotFoundException: x``."""
+    return _JAVA_CLASS.sub(r"\1", line, count=1)
+
+
+def _call(errmsg: str) -> str:
+    """``An error occurred while calling o65.save.`` -> ``save``."""
+    found = _CALL.search(_first_line(errmsg))
+    return found.group(1).rsplit(".", 1)[-1] if found else ""

@@ -1,0 +1,283 @@
+"""Follow mode: ingest cycles back to back on one Spark session and one pipeline, until stopped.
+
+Each cycle is one bounded ``Pipeline.ingest`` (catch up to the binlog position current when it
+starts, then MERGE silver) on a source connection kept open across cycles. It starts with one
+``SHOW MASTER STATUS``: while the source's position has not moved past every table's resume
+position nothing can have changed (every change, DDL included, moves it), and the cycle ends
+there, without a Spark job or a commit: an idle cycle costs milliseconds.
+
+Idle tables: when only other tables changed, a table's catch-up finds none of its rows. Its
+checkpoint then stays put and the pipeline remembers, in memory, how far it read, instead of
+committing an empty bronze and silver batch every cycle; the position is committed once every
+``idle_commit_s`` and whenever the binlog moves to a new file (so purging old files never
+strands it). A restart re-reads that stretch, which holds none of the table's rows.
+
+Failures: a table that fails is recorded and dropped from the loop (retrying it every second
+would only repeat its error); the others go on. A cycle that fails as a whole because the source
+does not answer is retried with the pipeline's backoff; after the last attempt its error ends
+the run, as it would end an ``ingest``.
+
+Stopping: :func:`stop_requests` turns SIGTERM and the first Ctrl-C into a request the loop reads
+between cycles, so a cycle always runs to its end; a second Ctrl-C goes to the handler installed
+before (Spark's: interrupt at once, progress up to the last commit is kept).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pymysql
+
+from ..config.project import SourceProfile
+from ..errors import IngestError, SourceUnavailableError
+from ..source.connection import binlog_sizes, connect, connection_error, current_position
+from ..state.positions import BinlogPosition, bytes_behind
+from ..tables import TableSpec
+from . import failures
+from .pipeline import Pipeline, TableResult, TablesFailed
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# Driver errors of the connection itself: the source went away under a cycle.
+SOURCE_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
+
+
+@dataclass(frozen=True)
+class FollowOptions:
+    interval_s: float = 1.0  # cycles start at most this often (an idle cycle waits the rest)
+    max_cycles: int | None = None  # stop after this many cycles (tests, benchmarks)
+    max_seconds: float | None = None  # stop after this long (tests, benchmarks)
+    heartbeat_s: float = 60.0  # while idle, one line this often
+    idle_commit_s: float = 300.0  # a table without changes commits its position this often
+
+
+@dataclass
+class FollowOutcome:
+    results: list[TableResult]  # each table's result of the last cycle that ingested it
+    cycles: int = 0
+    idle_cycles: int = 0
+    rows: int = 0  # snapshot and binlog rows over all cycles
+
+    @property
+    def failed(self) -> list[TableResult]:
+        return [r for r in self.results if r.status != "success"]
+
+
+class SourceLink:
+    """One source connection for every cycle; opened again after a failure. Driver errors
+    become the engine's one-line source errors."""
+
+    def __init__(self, profile: SourceProfile):
+        self._profile = profile
+        self._conn: pymysql.connections.Connection | None = None
+
+    def call(self, work: Callable[[pymysql.connections.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = connect(self._profile)
+        try:
+            return work(self._conn)
+        except SOURCE_ERRORS as exc:
+            self.close()
+            raise connection_error(exc, self._profile) from None
+
+    def position(self) -> BinlogPosition:
+        return self.call(current_position)
+
+    def bytes_behind(self, position: BinlogPosition) -> int:
+        head = self.position()
+        sizes = {} if head.file == position.file else self.call(binlog_sizes)
+        return bytes_behind(position, head, sizes)
+
+    def check(self) -> None:
+        """Raise the source error when a new connection to the source fails."""
+        self.close()
+        self.call(lambda conn: conn.ping(reconnect=False))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except pymysql.err.Error:  # already closed by the driver after an error
+                pass
+            self._conn = None
+
+
+class Follower:
+    """Runs the cycles; :meth:`run` returns when stopped, at a limit, or with no table left."""
+
+    def __init__(self, pipeline: Pipeline, specs: Sequence[TableSpec], source: SourceLink,
+                 stop: threading.Event, options: FollowOptions | None = None):
+        self._pipeline = pipeline
+        self._active = list(specs)
+        self._source = source
+        self._stop = stop
+        self._options = options or FollowOptions()
+        self._results = {s.name: TableResult(s.name) for s in specs}
+        self._outcome = FollowOutcome([])
+        self._source_failures = 0
+        self._last_line = time.monotonic()
+        self._cycles_at_last_line = 0
+        # Each table's committed resume position and when this loop saw it change.
+        self._committed: dict[str, tuple[BinlogPosition | None, float]] = {
+            s.name: (None, self._last_line) for s in specs}
+
+    def run(self) -> FollowOutcome:
+        started = time.monotonic()
+        log.info("follow: %d table(s), a cycle at most every %.1f s; Ctrl-C or SIGTERM stops after "
+                 "the current cycle", len(self._active), self._options.interval_s)
+        try:
+            while self._running(started):
+                began = time.monotonic()
+                self._cycle_or_retry()
+                pause = self._options.interval_s - (time.monotonic() - began)
+                if self._options.max_seconds is not None:
+                    pause = min(pause, self._options.max_seconds - (time.monotonic() - started))
+                if pause > 0 and self._running(started):
+                    self._stop.wait(pause)
+        finally:
+            self._source.close()
+        if not self._active:
+            log.error("follow: every table failed; nothing left to follow")
+        self._outcome.results = list(self._results.values())
+        return self._outcome
+
+    def _running(self, started: float) -> bool:
+        options = self._options
+        return not (
+            self._stop.is_set()
+            or not self._active
+            or (options.max_cycles is not None and self._outcome.cycles >= options.max_cycles)
+            or (options.max_seconds is not None and time.monotonic() - started >= options.max_seconds)
+        )
+
+    def _cycle_or_retry(self) -> None:
+        retry = self._pipeline.retry
+        try:
+            self._cycle()
+        except SourceUnavailableError as exc:
+            self._source.close()
+            self._source_failures += 1
+            if self._source_failures >= retry.attempts:
+                raise
+            pause = retry.backoff(self._source_failures)
+            log.warning("follow: %s; retry %d/%d in %.1f s", exc, self._source_failures,
+                        retry.attempts - 1, pause)
+            self._stop.wait(pause)
+        else:
+            self._source_failures = 0
+
+    def _cycle(self) -> None:
+        self._outcome.cycles += 1
+        head = self._source.position()
+        if self._caught_up(head):
+            self._outcome.idle_cycles += 1
+            self._heartbeat(head)
+            return
+        began = time.monotonic()
+        errors: dict[str, IngestError] = {}
+        try:
+            hold = self._holding_idle()
+            results = self._source.call(lambda conn: self._pipeline.ingest(self._active, conn=conn,
+                                                                           hold_idle=hold))
+        except TablesFailed as failed:
+            # Through a source that went away every table fails: that is the cycle's failure,
+            # retried with backoff, and no table is dropped for it.
+            self._source.check()
+            results, errors = failed.results, failed.errors
+        self._note_commits()
+        for result in results:
+            self._results[result.table] = result
+        rows = sum(r.snapshot_rows + r.binlog_rows for r in results)
+        self._outcome.rows += rows
+        transient = [e for e in errors.values() if isinstance(e, SourceUnavailableError)]
+        dropped = {name for name, e in errors.items() if not isinstance(e, SourceUnavailableError)}
+        if dropped:
+            self._active = [s for s in self._active if s.name not in dropped]
+            log.error("follow: stopped following %s (failed, see above); %d table(s) left",
+                      ", ".join(sorted(dropped)), len(self._active))
+        if rows:
+            self._report(results, rows, time.monotonic() - began)
+        else:
+            self._heartbeat(head)
+        if transient:
+            raise transient[0]
+
+    def _holding_idle(self) -> frozenset[str]:
+        """Tables whose position may stay uncommitted this cycle if they have no new rows."""
+        now = time.monotonic()
+        return frozenset(name for name, (_, since) in self._committed.items()
+                         if now - since < self._options.idle_commit_s)
+
+    def _note_commits(self) -> None:
+        now = time.monotonic()
+        for name, (known, _) in list(self._committed.items()):
+            position = self._pipeline.resume_position(name)
+            if position is not None and position != known:
+                self._committed[name] = (position, now)
+
+    def _caught_up(self, head: BinlogPosition) -> bool:
+        positions = [self._pipeline.read_to(s.name) for s in self._active]
+        return all(p is not None and p >= head for p in positions)
+
+    def _lag(self) -> str:
+        positions = [self._pipeline.resume_position(s.name) for s in self._active]
+        known = [p for p in positions if p is not None]
+        return f"{self._source.bytes_behind(min(known))} bytes" if known else "unknown"
+
+    def _report(self, results: Sequence[TableResult], rows: int, seconds: float) -> None:
+        tables = ", ".join(f"{r.table} {r.snapshot_rows + r.binlog_rows}" for r in results
+                           if r.snapshot_rows + r.binlog_rows)
+        log.info("follow: cycle %d: %d row(s) (%s) in %.1f s, lag %s", self._outcome.cycles, rows, tables,
+                 seconds, self._lag())
+        self._line_written()
+
+    def _heartbeat(self, head: BinlogPosition) -> None:
+        if time.monotonic() - self._last_line < self._options.heartbeat_s:
+            return
+        log.info("follow: %d cycle(s) since the last line, no new rows; %d table(s) at %s (lag %s)",
+                 self._outcome.cycles - self._cycles_at_last_line, len(self._active), head, self._lag())
+        self._line_written()
+
+    def _line_written(self) -> None:
+        self._last_line = time.monotonic()
+        self._cycles_at_last_line = self._outcome.cycles
+
+
+@contextmanager
+def stop_requests() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or a first Ctrl-C, for the loop to read between cycles.
+
+    A second Ctrl-C goes to the SIGINT handler installed before (Spark's interrupts at once).
+    Installs handlers, so it must run in the main thread; the old ones are restored at exit."""
+    stop = threading.Event()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(signum: int, frame) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            interrupt = previous[signal.SIGINT]
+            if callable(interrupt):
+                interrupt(signum, frame)
+            failures.note_interrupt()
+            raise KeyboardInterrupt
+        if not stop.is_set():
+            how = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            log.warning("follow: %s: stopping after the current cycle (Ctrl-C again stops at once; "
+                        "progress up to the last commit is kept)", how)
+        stop.set()
+
+    for sig in previous:
+        signal.signal(sig, on_signal)
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+

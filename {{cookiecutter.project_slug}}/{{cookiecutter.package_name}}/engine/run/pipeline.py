@@ -1,0 +1,320 @@
+"""Orchestration: snapshot what is not yet snapshotted, catch up on the binlog, merge silver.
+
+One run is bounded: the binlog is read up to the position current when the run started (or a
+given stop position, which the quality checks use to compare silver with the source at one
+exact position). Progress is committed with the rows, so a killed run resumes where it stopped.
+One table's failure never stops the others: each is recorded on its result, the rest go on, and
+the run ends with ``TablesFailed`` naming every failed table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+import pymysql
+from pyspark.sql import SparkSession
+
+from ..cdc.capture import (
+    CatchUp,
+    RetryPolicy,
+    TableCapture,
+    as_table_error,
+    new_capture,
+    resume_position,
+    schema_changed,
+)
+from ..config.project import ProjectConfig
+from ..errors import ConfigError, FatalError, IngestError
+from ..sink import bronze, silver
+from ..sink.spark import jvm_view
+from ..snapshot.chunking import plan_chunks, reading_order
+from ..snapshot.reader import snapshot_batch
+from ..source.connection import connect, current_position
+from ..source.introspect import TableSchema, describe_table
+from ..source.preflight import run_preflight
+from ..source.typemap import spark_schema
+from ..state.checkpoint import Checkpoint, SnapshotProgress
+from ..state.positions import BinlogPosition
+from ..tables import TableSpec
+
+log = logging.getLogger(__name__)
+
+Status = Literal["success", "error"]
+
+
+@dataclass
+class TableResult:
+    table: str
+    status: Status = "success"
+    snapshot_rows: int = 0
+    binlog_rows: int = 0
+    batch: int = 0
+    position: str | None = None
+    seconds: float = 0.0
+    message: str = ""
+    category: str = ""
+
+
+class TablesFailed(FatalError):
+    """Some tables failed; the others finished. ``results`` holds every table's result,
+    ``errors`` the error of each failed table (by table name)."""
+
+    def __init__(self, results: Sequence[TableResult], errors: Mapping[str, IngestError] | None = None):
+        failed = [r for r in results if r.status != "success"]
+        super().__init__(f"{len(failed)} of {len(results)} table(s) failed: "
+                         + "; ".join(r.message for r in failed))
+        self.results = list(results)
+        self.failed = failed
+        self.errors = dict(errors or {})
+
+
+@dataclass
+class _Table:
+    """One table's way through a run."""
+
+    spec: TableSpec
+    result: TableResult
+    schema: TableSchema | None = None
+    checkpoint: Checkpoint | None = None
+    error: IngestError | None = field(default=None, repr=False)
+    recent: dict[int, pa.Table] = field(default_factory=dict, repr=False)  # bronze batches held
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def fail(self, exc: BaseException, lake_root: str | None = None) -> None:
+        self.error = as_table_error(exc, self.spec.name, lake_root)
+        self.result.status = "error"
+        self.result.message = str(self.error)
+        self.result.category = self.error.category
+        log.error("%s: %s", self.spec.name, self.error)
+
+
+class Pipeline:
+    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str,
+                 retry: RetryPolicy | None = None):
+        self.config = config
+        self.spark = spark
+        self.run_id = run_id
+        self.retry = retry or RetryPolicy()
+        # The newest checkpoint of each table this pipeline ingested successfully, and the
+        # position its last catch-up read to, for follow mode's "nothing to read" test.
+        self._checkpoints: dict[str, Checkpoint] = {}
+        self._read_to: dict[str, BinlogPosition] = {}
+
+    # -- public -----------------------------------------------------------------------
+
+    def ingest(
+        self,
+        specs: Sequence[TableSpec],
+        *,
+        full_refresh: bool = False,
+        stop: BinlogPosition | None = None,
+        require_snapshot: bool = False,
+        conn: pymysql.connections.Connection | None = None,
+        hold_idle: Collection[str] = (),
+    ) -> list[TableResult]:
+        """Ingest every table; raises ``TablesFailed`` after the others finished when any failed.
+
+        ``conn``: a source connection to use (and leave open) instead of a new one; follow mode
+        keeps one for all its cycles. ``hold_idle``: tables whose checkpoint stays put when the
+        catch-up finds none of their rows (follow mode; see ``capture.idle_advance_held``): this
+        pipeline remembers how far it read and its next catch-up of the table starts there."""
+        tables = [_Table(s, TableResult(s.name)) for s in specs]
+        own_conn = conn is None
+        if conn is None:
+            conn = connect(self.config.source)
+        try:
+            run_preflight(conn)
+            for table in tables:
+                started = time.monotonic()
+                try:
+                    table.schema = describe_table(conn, self.config.source.database,
+                                                  table.spec.source_table, table.spec.key)
+                    if full_refresh:
+                        self._drop_lake_tables(table.spec.name)
+                    table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
+                                                      require_snapshot)
+                except Exception as exc:  # recorded against this table; the others go on
+                    table.fail(exc, self.config.lake_root)
+                table.result.seconds += time.monotonic() - started
+            stop = stop or current_position(conn)
+            started = time.monotonic()
+            self._catch_up(conn, [t for t in tables if t.ok], stop, frozenset(hold_idle))
+            for table in tables:
+                if table.ok:
+                    self._merge_silver(table)
+                table.result.seconds += (time.monotonic() - started) / len(tables)
+        finally:
+            if own_conn:
+                conn.close()
+        for table in tables:
+            if table.ok and table.checkpoint is not None:
+                self._checkpoints[table.spec.name] = table.checkpoint
+                self._read_to[table.spec.name] = stop
+            else:
+                self._checkpoints.pop(table.spec.name, None)
+                self._read_to.pop(table.spec.name, None)
+        results = [t.result for t in tables]
+        errors = {t.spec.name: t.error for t in tables if t.error is not None}
+        if errors:
+            raise TablesFailed(results, errors)
+        return results
+
+    def resume_position(self, table: str) -> BinlogPosition | None:
+        """Where the next catch-up of ``table`` starts, as of this pipeline's last successful
+        ingest of it (``None`` before one, and after a failed one)."""
+        checkpoint = self._checkpoints.get(table)
+        return resume_position(checkpoint) if checkpoint is not None else None
+
+    def _read_past(self, table: str, checkpoint: Checkpoint) -> BinlogPosition | None:
+        """How far this pipeline read past ``checkpoint`` without a row of ``table``; ``None``
+        unless ``checkpoint`` is the one its last successful ingest of the table left (a
+        checkpoint committed by someone else invalidates what this pipeline read)."""
+        known = self._checkpoints.get(table)
+        if known is None or known.batch != checkpoint.batch or known.position != checkpoint.position:
+            return None
+        return self._read_to.get(table)
+
+    def read_to(self, table: str) -> BinlogPosition | None:
+        """How far this pipeline's last successful ingest of ``table`` read the binlog: at least
+        its resume position, and past it when nothing of the table followed its last
+        transaction (e.g. the header of a new binlog file after a rotation). Only a hint for
+        skipping idle cycles: the next catch-up still starts at the resume position."""
+        resume = self.resume_position(table)
+        read = self._read_to.get(table)
+        if resume is None or read is None:
+            return resume
+        return max(resume, read)
+
+    # -- snapshot ---------------------------------------------------------------------
+
+    def _snapshot(
+        self,
+        conn: pymysql.connections.Connection,
+        spec: TableSpec,
+        schema: TableSchema,
+        result: TableResult,
+        require_snapshot: bool,
+    ) -> Checkpoint:
+        path = self.config.table_path("bronze", spec.name)
+        checkpoint = bronze.latest_checkpoint(self.spark, path)
+        chunk_size = spec.chunk_size or self.config.defaults.chunk_size
+        if checkpoint is None:
+            if require_snapshot:
+                raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`",
+                                  table=spec.name)
+            chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
+            log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size)
+            checkpoint = Checkpoint(spec.name, 0, "snapshot", self.run_id,
+                                    snapshot=SnapshotProgress(schema.key, tuple(chunks)))
+        elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
+            raise FatalError(
+                f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
+                f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name,
+            )
+        else:
+            self._check_lake_schema(spec.name, schema, path)
+        if checkpoint.phase != "snapshot" or checkpoint.snapshot is None:
+            return checkpoint
+        pending = reading_order(checkpoint.snapshot.pending)
+        total = len(checkpoint.snapshot.chunks)
+        per_commit = self.config.defaults.chunks_per_commit(chunk_size)
+        started = time.monotonic()
+        for first in range(0, len(pending), per_commit):
+            batch = pending[first : first + per_commit]
+            attempt = Checkpoint(spec.name, checkpoint.batch + 1, "snapshot", self.run_id,
+                                 snapshot=checkpoint.snapshot)
+            watermarks, rows = snapshot_batch(
+                self.spark, profile=self.config.source, table=schema, chunks=batch,
+                bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
+                # A silver transform is Spark code: silver then takes the rows by MERGE only.
+                silver_path=self.config.table_path("silver", spec.name) if spec.transform is None else None,
+            )
+            progress = checkpoint.snapshot.with_done(watermarks)
+            checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id, snapshot=progress)
+            result.snapshot_rows += rows
+            elapsed = max(time.monotonic() - started, 1e-6)
+            log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s", spec.name,
+                     len(progress.done), total, result.snapshot_rows,
+                     result.snapshot_rows / elapsed)
+        return checkpoint
+
+    def _check_lake_schema(self, name: str, schema: TableSchema, path: str) -> None:
+        """Stop before writing when the source table no longer has bronze's columns and types: a
+        changed type would otherwise surface as a Delta merge error deep inside a write."""
+        lake = [f for f in self.spark.read.format("delta").load(path).schema.fields
+                if f.name not in bronze.META_COLUMNS]
+        source = spark_schema(schema).fields
+        if [f.name for f in lake] != [f.name for f in source]:
+            raise schema_changed(name, f"source columns {[f.name for f in source]} differ from bronze "
+                                 f"columns {[f.name for f in lake]}")
+        for was, now in zip(lake, source, strict=True):
+            if was.dataType != now.dataType:
+                column = schema.column(now.name)
+                raise schema_changed(name, f"column {now.name} is now {column.column_type} "
+                                     f"({now.dataType.simpleString()}), bronze has {was.dataType.simpleString()}")
+
+    # -- binlog and silver -----------------------------------------------------------
+
+    def _catch_up(self, conn: pymysql.connections.Connection, tables: Sequence[_Table],
+                  stop: BinlogPosition, hold_idle: frozenset[str]) -> None:
+        delivery = self.config.defaults.delivery
+        captures: dict[str, TableCapture] = {}
+        for table in tables:
+            assert table.schema is not None and table.checkpoint is not None
+            name = table.spec.name
+            try:
+                captures[name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
+                                             table.spec.delivery or delivery,
+                                             read_to=self._read_past(name, table.checkpoint),
+                                             hold_idle=name in hold_idle)
+            except Exception as exc:
+                table.fail(exc, self.config.lake_root)
+        CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop)
+        for table in tables:
+            capture = captures.get(table.spec.name)
+            if capture is None:
+                continue
+            table.checkpoint = capture.checkpoint
+            table.recent = capture.recent
+            table.result.binlog_rows += capture.binlog_rows
+            if capture.failure is not None:
+                table.fail(capture.failure)
+
+    def _merge_silver(self, table: _Table) -> None:
+        assert table.schema is not None and table.checkpoint is not None
+        try:
+            silver.apply(
+                self.spark,
+                bronze_path=self.config.table_path("bronze", table.spec.name),
+                silver_path=self.config.table_path("silver", table.spec.name),
+                key=table.schema.key,
+                upto_batch=table.checkpoint.batch,
+                transform=table.spec.transform,
+                recent=table.recent,
+                table=table.spec.name,
+            )
+        except Exception as exc:
+            table.fail(exc, self.config.lake_root)
+            return
+        table.result.batch = table.checkpoint.batch
+        position = table.checkpoint.position
+        table.result.position = str(position) if position else None
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _drop_lake_tables(self, name: str) -> None:
+        jvm = jvm_view(self.spark)  # Hadoop FileSystem works for local paths and s3a:// alike
+        hadoop_conf = self.spark._jsc.hadoopConfiguration()
+        for layer in ("bronze", "silver"):
+            path = jvm.org.apache.hadoop.fs.Path(self.config.table_path(layer, name))
+            path.getFileSystem(hadoop_conf).delete(path, True)
+        log.info("%s: full refresh, dropped bronze and silver", name)
+

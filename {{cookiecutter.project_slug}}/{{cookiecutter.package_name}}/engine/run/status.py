@@ -1,0 +1,201 @@
+"""``status``: each table's progress, read from the Delta logs as files, without Spark.
+
+Bronze commits carry the table's whole checkpoint (phase, batch, chunk plan, binlog position) as
+their ``userMetadata`` and silver commits the bronze batch they applied (see ``bronze.py`` and
+``silver.py``). Both are in the newest commit files of the table's ``_delta_log``, so reading a
+few small JSON files answers everything: no JVM (seconds to start), no source password. Only
+the lag behind the source needs the source, and is shown only when the password is at hand.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..state.checkpoint import Checkpoint
+from ..state.positions import BinlogPosition, bytes_behind
+from .results import FILE_NAME as RUN_RESULTS
+
+# Delta keeps commit files 30 days by default; older ones are folded into a Parquet checkpoint.
+LOG_CLEANED = "its newest commits are gone from the Delta log (log cleanup)"
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    """What status needs from one commit file."""
+
+    version: int
+    operation: str | None
+    user_metadata: str | None
+    at: dt.datetime | None  # commit time
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One table as its lake says: ``checkpoint`` is None when bronze has no checkpoint yet."""
+
+    table: str
+    checkpoint: Checkpoint | None = None
+    committed_at: dt.datetime | None = None  # the bronze commit carrying ``checkpoint``
+    silver_batch: int | None = None  # the last bronze batch merged into silver
+    note: str = ""  # why the state is unknown, when it is
+
+    @property
+    def phase(self) -> str:
+        cp = self.checkpoint
+        if cp is None:
+            return self.note or "not ingested yet"
+        if cp.phase == "snapshot" and cp.snapshot is not None:
+            return f"snapshot {len(cp.snapshot.done)}/{len(cp.snapshot.chunks)} chunks"
+        return cp.phase
+
+    @property
+    def position(self) -> BinlogPosition | None:
+        """Every change up to here is in bronze (during a snapshot: its lowest chunk watermark)."""
+        cp = self.checkpoint
+        if cp is None:
+            return None
+        if cp.position is not None:
+            return cp.position
+        return cp.snapshot.low_watermark if cp.snapshot is not None and cp.snapshot.done else None
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """The outcome recorded in ``target/run_results.json``."""
+
+    command: str
+    status: str
+    finished_at: dt.datetime | None
+    message: str
+    tables: Mapping[str, str]  # table -> its own status in that run
+
+
+def log_dir(table_path: str) -> Path:
+    plain = table_path[len("file:"):] if table_path.startswith("file:") else table_path
+    return Path("/" + plain.lstrip("/")) / "_delta_log"
+
+
+def commits_back(log: Path) -> Iterator[CommitFacts]:
+    """The table's commits from the newest back, as long as their files are there."""
+    versions = sorted((int(p.name[:20]) for p in log.glob("*.json") if p.name[:20].isdigit()), reverse=True)
+    for version in versions:
+        try:
+            lines = (log / f"{version:020d}.json").read_text().splitlines()
+        except FileNotFoundError:  # removed by a log cleanup since the listing
+            return
+        yield parse_commit(version, lines)
+
+
+def parse_commit(version: int, lines: Sequence[str]) -> CommitFacts:
+    """The commit info of a commit file's lines; the other actions (data files and their
+    statistics, nearly all of the file) are not parsed."""
+    for line in lines:
+        if line.lstrip("{ \t").startswith('"commitInfo"'):
+            info = json.loads(line)["commitInfo"]
+            stamp = info.get("timestamp")
+            at = dt.datetime.fromtimestamp(stamp / 1000, dt.UTC) if isinstance(stamp, int) else None
+            return CommitFacts(version, info.get("operation"), info.get("userMetadata"), at)
+    return CommitFacts(version, None, None, None)
+
+
+def read_local(table: str, bronze_path: str, silver_path: str) -> TableState:
+    """The state of a table on a local lake, from its commit files alone."""
+    bronze_log = log_dir(bronze_path)
+    if not bronze_log.is_dir():
+        return TableState(table)
+    found = next((c for c in commits_back(bronze_log) if c.operation == "WRITE" and c.user_metadata), None)
+    if found is None or found.user_metadata is None:
+        # Table creation alone has no checkpoint; no file at all is a cleaned-up log.
+        note = "" if any(True for _ in commits_back(bronze_log)) else LOG_CLEANED
+        return TableState(table, note=note)
+    return TableState(table, Checkpoint.from_json(found.user_metadata), found.at,
+                      silver_batch(log_dir(silver_path)))
+
+
+def silver_batch(log: Path) -> int | None:
+    """The last bronze batch merged into silver; None when silver does not exist yet."""
+    if not log.is_dir():
+        return None
+    for commit in commits_back(log):
+        if commit.user_metadata:  # not on table creation or maintenance commits
+            return int(json.loads(commit.user_metadata)["bronze_batch"])
+    return None
+
+
+def last_run(target_dir: Path) -> LastRun | None:
+    """The last recorded run; None when there is none or the file cannot be read."""
+    try:
+        body = json.loads((target_dir / RUN_RESULTS).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    meta = body.get("metadata") or {}
+    tables = {}
+    for result in body.get("results") or []:
+        if isinstance(result, dict) and "table" in result:
+            tables[str(result["table"])] = _table_status(result)
+    return LastRun(command=str(meta.get("command", "?")), status=str(body.get("status", "?")),
+                   finished_at=_parse_time(meta.get("finished_at")), message=str(body.get("message") or ""),
+                   tables=tables)
+
+
+def _table_status(result: Mapping[str, Any]) -> str:
+    if "status" in result:  # ingest and follow
+        return str(result["status"])
+    return "pass" if result.get("success") else "fail"  # dq
+
+
+def _parse_time(text: object) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+
+
+def lag_bytes(position: BinlogPosition | None, head: BinlogPosition, sizes: Mapping[str, int]) -> str:
+    if position is None:
+        return "-"
+    return f"{bytes_behind(position, head, sizes):,} bytes"
+
+
+def age(at: dt.datetime | None, now: dt.datetime) -> str:
+    """``at`` as a short age: 42s, 5m, 3h, 2d ago."""
+    if at is None:
+        return "-"
+    seconds = max(0, int((now - at).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def table_lines(states: Sequence[TableState], lags: Mapping[str, str] | None, run: LastRun | None,
+                now: dt.datetime) -> list[str]:
+    """The table: one header line and one line per table."""
+    lines = [f"{'table':<24} {'phase':<22} {'batch':>5} {'silver':>6}  {'position':<24} "
+             f"{'behind source':<15} {'last commit':<11}  last run"]
+    for state in states:
+        cp = state.checkpoint
+        if cp is None:
+            lines.append(f"{state.table:<24} {state.phase}")
+            continue
+        silver = "-" if state.silver_batch is None else str(state.silver_batch)
+        lag = "-" if lags is None else lags.get(state.table, "-")
+        result = run.tables.get(state.table, "-") if run is not None else "-"
+        lines.append(f"{state.table:<24} {state.phase:<22} {cp.batch:>5} {silver:>6}  "
+                     f"{str(state.position or '-'):<24} {lag:<15} {age(state.committed_at, now):<11}  {result}")
+    return lines
+
+
+def run_line(run: LastRun | None, now: dt.datetime) -> str:
+    if run is None:
+        return "last run: none recorded (target/run_results.json)"
+    when = f", finished {age(run.finished_at, now)}" if run.finished_at else ""
+    message = f": {run.message}" if run.message else ""
+    return f"last run: {run.command} {run.status}{when}{message}"

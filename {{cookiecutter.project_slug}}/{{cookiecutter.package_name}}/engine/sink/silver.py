@@ -1,0 +1,312 @@
+"""Silver: the current state per key, fed from bronze by MERGE with a sequence guard.
+
+Each MERGE records the bronze batch it has applied (commit ``userMetadata``), so a crash between
+the bronze and the silver commit heals on the next run, and re-applying is a no-op.
+
+Each silver commit is also an idempotent Delta transaction (``silver:<table>``, version = the
+bronze batch applied), so a run that merges an older batch after another run merged a newer one
+is skipped rather than moving silver back; a MERGE that loses a race to another run's commit is
+a Delta conflict, reported as a retriable error.
+
+What keeps a small MERGE into a big silver table small:
+
+- Deletion vectors (``delta.enableDeletionVectors``): a MERGE marks the rows it updates or deletes
+  as gone from their files and writes only the new row versions, instead of copying every other
+  row of each touched file into a new one. Silver is created with them; a silver table created
+  without them (by an older version, or by the snapshot's file commits) gets them at its next
+  MERGE, by one metadata commit.
+- The ON condition also bounds the target's key to the batch's min/max (numeric and date keys),
+  so Delta skips, by its file statistics, the files that cannot hold a key of the batch. Only
+  for types whose Spark order agrees with Spark's equality and whose statistics are exact: a
+  bound must never exclude a row the key equality would match.
+- Snapshot rows (``_op = 'r'``) come from disjoint key ranges, one row per key: batches holding
+  nothing else are appended without the per-key window (a full shuffle and sort), and without a
+  MERGE when silver holds nothing but earlier snapshot rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException
+from pyspark.errors.exceptions.captured import CapturedException
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import ConcurrentRunError
+from ..source.connection import quote_ident
+from . import bronze, deltalog
+
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Delta's idempotent DML: a MERGE whose version is not above the app id's last one is skipped.
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
+SILVER_META = ("_seq", "_op", "_source_ts", "_ingested_at")
+# A batch of up to this many bronze rows is merged from the driver's memory (Arrow): its facts
+# need no Spark job and the MERGE reads it in each pass without going back to bronze.
+LOCAL_BATCH_ROWS = 50_000
+DELETION_VECTORS = "delta.enableDeletionVectors"
+# Key types whose min/max may bound the MERGE's target: Spark orders them consistently with its
+# equality and Delta's statistics of them are exact (not strings, whose statistics are
+# truncated prefixes, nor floats with NaN, nor timestamps, kept at millisecond precision).
+RANGE_KEY_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.DateType)
+# An open cost this large gives every input file a read partition of its own: rows copied from
+# bronze keep its files' key ranges (snapshot chunks), which the MERGE's key bounds then skip.
+ONE_PARTITION_PER_FILE = {"spark.sql.files.openCostInBytes": str(1 << 40)}
+Transform = Callable[[DataFrame], DataFrame]
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """What the MERGE needs to know of the bronze rows it applies, from one aggregate."""
+
+    rows: int
+    snapshot_only: bool  # every row is a snapshot row (_op = 'r')
+    key_bounds: tuple[tuple[str, Any, Any], ...]  # (key column, min, max) of range-able keys
+
+
+def applied_batch(spark: SparkSession, path: str) -> int:
+    """The last bronze batch merged into silver; -1 when silver does not exist yet."""
+    for commit in deltalog.commits_back(spark, path):
+        if commit.user_metadata is not None:  # not on table creation or maintenance commits
+            return int(json.loads(commit.user_metadata)["bronze_batch"])
+    return -1
+
+
+def latest_per_key(changes: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Keep only the newest change of every key (highest ``_seq``)."""
+    window = Window.partitionBy(*[F.col(quote_ident(k)) for k in key]).orderBy(F.col("_seq").desc())
+    return changes.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
+
+
+def apply(
+    spark: SparkSession,
+    *,
+    bronze_path: str,
+    silver_path: str,
+    key: Sequence[str],
+    upto_batch: int,
+    transform: Transform | None = None,
+    table: str | None = None,
+    recent: Mapping[int, pa.Table] | None = None,
+) -> int:
+    """Merge bronze batches ``(applied, upto_batch]`` into silver; returns batches applied.
+
+    ``table`` names the table in errors (default: the last part of ``silver_path``). ``recent``
+    holds bronze batches this process just committed, as written: when it has every batch to
+    apply, silver takes them from memory instead of reading bronze back. Raises
+    ``ConcurrentRunError`` when another run committed to silver concurrently."""
+    name = table or silver_path.rstrip("/").rsplit("/", 1)[-1]
+    done = applied_batch(spark, silver_path)
+    if done >= upto_batch:
+        return 0
+    changes = bronze.read_batches(spark, bronze_path, done, upto_batch)
+    columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
+    commit = Commit(app_id=f"silver:{name}", batch=upto_batch, table=name)
+    if deltalog.newest_version(spark, silver_path) < 0:
+        snapshot_only = changes.where(F.col("_op") != "r").isEmpty()  # Parquet statistics answer
+        rows = changes if snapshot_only else latest_per_key(changes, key)
+        _create(spark, silver_path, _shaped(rows.select(*columns, *SILVER_META), transform), commit,
+                keep_files=snapshot_only)
+        return upto_batch - done
+    in_memory = _held(recent, done, upto_batch)
+    if in_memory is None:
+        in_memory = _collect_small(changes, LOCAL_BATCH_ROWS)
+    if in_memory is not None:
+        facts = arrow_facts(in_memory, key, changes.schema)
+        changes = spark.createDataFrame(in_memory, schema=changes.schema)
+    else:
+        facts = batch_facts(changes, key)
+    if facts.rows == 0 or (facts.snapshot_only and _snapshot_only_until(spark, bronze_path, done)):
+        _append(spark, silver_path, _shaped(changes.select(*columns, *SILVER_META), transform), commit)
+        return upto_batch - done
+    latest = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform, drop_deletes=False)
+    enable_deletion_vectors(spark, silver_path, name)
+    # A transform may rewrite key values: bounds taken before it could exclude a match.
+    _merge(spark, silver_path, latest, key, facts.key_bounds if transform is None else (), commit,
+           source_in_memory=in_memory is not None)
+    return upto_batch - done
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The idempotent transaction and marker a silver commit carries."""
+
+    app_id: str
+    batch: int
+    table: str
+
+    @property
+    def marker(self) -> str:
+        return json.dumps({"bronze_batch": self.batch})
+
+
+def _held(recent: Mapping[int, pa.Table] | None, done: int, upto: int) -> pa.Table | None:
+    """Batches ``(done, upto]`` from ``recent``, when it holds every one of them."""
+    wanted = range(done + 1, upto + 1)
+    if not recent or any(batch not in recent for batch in wanted):
+        return None
+    return pa.concat_tables([recent[batch] for batch in wanted])
+
+
+def _collect_small(changes: DataFrame, limit: int) -> pa.Table | None:
+    """The batch's rows as Arrow, when there are at most ``limit`` of them (else ``None``)."""
+    rows = changes.limit(limit + 1).toArrow()
+    return rows if rows.num_rows <= limit else None
+
+
+def arrow_facts(rows: pa.Table, key: Sequence[str], schema: T.StructType) -> BatchFacts:
+    """:func:`batch_facts` of rows in memory."""
+    types = {f.name: f.dataType for f in schema.fields}
+    bounds = []
+    for k in key:
+        if isinstance(types[k], RANGE_KEY_TYPES):
+            low, high = (v.as_py() for v in pc.min_max(rows[k]).values())
+            if low is not None:
+                bounds.append((k, low, high))
+    snapshot_only = rows.num_rows == 0 or bool(pc.all(pc.equal(rows["_op"], "r")).as_py())
+    return BatchFacts(rows=rows.num_rows, snapshot_only=snapshot_only, key_bounds=tuple(bounds))
+
+
+def batch_facts(changes: DataFrame, key: Sequence[str]) -> BatchFacts:
+    """Row count, whether all rows are snapshot rows, and the bounds of range-able key columns."""
+    types = {f.name: f.dataType for f in changes.schema.fields}
+    bounded = [k for k in key if isinstance(types[k], RANGE_KEY_TYPES)]
+    aggregates = [F.count(F.lit(1)), F.max((F.col("_op") != "r").cast("int"))]
+    for k in bounded:
+        aggregates += [F.min(F.col(quote_ident(k))), F.max(F.col(quote_ident(k)))]
+    row = changes.agg(*aggregates).first()
+    assert row is not None  # a global aggregate always yields one row
+    bounds = tuple((k, row[2 + 2 * i], row[3 + 2 * i]) for i, k in enumerate(bounded))
+    return BatchFacts(rows=int(row[0]), snapshot_only=not row[1],
+                      key_bounds=tuple(b for b in bounds if b[1] is not None))
+
+
+def merge_condition(key: Sequence[str], bounds: Sequence[tuple[str, Any, Any]],
+                    types: dict[str, T.DataType]) -> Column:
+    """Key equality, plus each bounded key column between the batch's min and max: a
+    target-only predicate, which Delta uses to skip files by their statistics."""
+    terms = [F.col(f"t.{quote_ident(k)}") == F.col(f"s.{quote_ident(k)}") for k in key]
+    for k, low, high in bounds:
+        column = F.col(f"t.{quote_ident(k)}")
+        terms.append(column.between(F.lit(low).cast(types[k]), F.lit(high).cast(types[k])))
+    return reduce(lambda a, b: a & b, terms)
+
+
+def enable_deletion_vectors(spark: SparkSession, path: str, table: str) -> None:
+    """Turn deletion vectors on for a silver table that has the property unset (one metadata
+    commit, once); a table where someone set it, to anything, is left as it is."""
+    if deltalog.table_property(spark, path, DELETION_VECTORS) is not None:
+        return
+    try:
+        spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
+    except (CapturedException, Py4JJavaError) as exc:
+        if not bronze.is_commit_conflict(exc):
+            raise
+        raise concurrent_silver_write(table) from None
+
+
+def _shaped(rows: DataFrame, transform: Transform | None, *, drop_deletes: bool = True) -> DataFrame:
+    if transform is not None:
+        rows = transform(rows)
+    return rows.where("_op != 'd'") if drop_deletes else rows
+
+
+def _snapshot_only_until(spark: SparkSession, bronze_path: str, batch: int) -> bool:
+    """Whether bronze batches up to ``batch`` (what silver holds) are all snapshot rows: then
+    silver's keys are other snapshot chunks' keys, and new snapshot rows are new keys.
+
+    Only asked when the batches being applied are snapshot rows, i.e. at the end of a snapshot;
+    Parquet statistics of ``_op`` let it skip nearly every row group."""
+    if batch < 0:
+        return True
+    return bronze.read_batches(spark, bronze_path, -1, batch).where(F.col("_op") != "r").isEmpty()
+
+
+def _writer(rows: DataFrame, commit: Commit) -> DataFrameWriter:
+    """A Delta write of ``rows`` carrying ``commit``'s marker, as an idempotent transaction."""
+    return (rows.write.format("delta").option("userMetadata", commit.marker)
+            .option("txnAppId", commit.app_id).option("txnVersion", commit.batch))
+
+
+def _create(spark: SparkSession, path: str, rows: DataFrame, commit: Commit, *, keep_files: bool) -> None:
+    """Create silver with ``rows``; ``keep_files``: one file per input file (no shuffle)."""
+    try:
+        with _session_conf(spark, ONE_PARTITION_PER_FILE if keep_files else {}):
+            _writer(rows, commit).option(DELETION_VECTORS, "true").mode("errorifexists").save(path)
+    except (CapturedException, Py4JJavaError) as exc:
+        # Another run created silver since we looked: a creation conflict, or "path exists".
+        created_meanwhile = isinstance(exc, AnalysisException) and bronze.exists(spark, path)
+        if not (created_meanwhile or bronze.is_commit_conflict(exc)):
+            raise
+        raise concurrent_silver_write(commit.table) from None
+
+
+def _append(spark: SparkSession, path: str, rows: DataFrame, commit: Commit) -> None:
+    """Append new keys. Like the MERGE, Delta skips it when this app id has already committed
+    this batch or a later one, and fails it when another run commits to silver meanwhile."""
+    try:
+        with _session_conf(spark, ONE_PARTITION_PER_FILE):
+            _writer(rows, commit).mode("append").save(path)
+    except (CapturedException, Py4JJavaError) as exc:
+        if not bronze.is_commit_conflict(exc):
+            raise
+        raise concurrent_silver_write(commit.table) from None
+
+
+def _merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str],
+           bounds: Sequence[tuple[str, Any, Any]], commit: Commit, *, source_in_memory: bool) -> None:
+    from delta.tables import DeltaTable
+
+    types = {f.name: f.dataType for f in latest.schema.fields}
+    values: dict[str, str | Column] = {quote_ident(c): f"s.{quote_ident(c)}" for c in latest.columns}
+    conf = {USER_METADATA_CONF: commit.marker, TXN_APP_ID_CONF: commit.app_id,
+            TXN_VERSION_CONF: str(commit.batch)}
+    if source_in_memory:  # Delta would copy it once more, to read the same rows in each pass
+        conf[MATERIALIZE_SOURCE_CONF] = "none"
+    try:
+        with _session_conf(spark, conf):
+            (
+                DeltaTable.forPath(spark, path)
+                .alias("t")
+                .merge(latest.alias("s"), merge_condition(key, bounds, types))
+                .whenMatchedDelete(condition="s._op = 'd' AND s._seq > t._seq")
+                .whenMatchedUpdate(condition="s._op != 'd' AND s._seq > t._seq", set=values)
+                .whenNotMatchedInsert(condition="s._op != 'd'", values=values)
+                .execute()
+            )
+    except (CapturedException, Py4JJavaError) as exc:
+        if not bronze.is_commit_conflict(exc):
+            raise
+        raise concurrent_silver_write(commit.table) from None
+
+
+def concurrent_silver_write(table: str) -> ConcurrentRunError:
+    return ConcurrentRunError(
+        f"table {table}: another run changed silver while this run merged into it (two runs of "
+        "this table on one lake, e.g. from two checkouts); this run's MERGE was not committed and "
+        f"nothing is lost: run again (`make ingest TABLE={table}`), silver catches up from bronze",
+        table=table,
+    )
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """Set session confs for one command; Delta reads MERGE's commit options only from them."""
+    for name, value in conf.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name in conf:
+            spark.conf.unset(name)

@@ -1,0 +1,265 @@
+"""The Spark session with Delta Lake, configured once per process.
+
+Delta jars come from Maven Central through Spark's Ivy resolver, once: the resolved jar list
+is then saved in a manifest (``~/.cache/lakehouse-ingest/``) and later sessions load those
+files directly, with no resolution, no network and no Ivy chatter. A local folder of jars
+(``LAKEHOUSE_JARS_DIR`` or ``spark.jars_dir``) serves machines without network. A failure says
+which source was tried and how to fix it.
+
+The JVM's own output (its logging, JVM warnings, Ivy) goes to ``target/spark.log``, not among
+the command's lines on the console; a Spark failure reaches the user through the CLI as one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from ..config.project import ProjectConfig
+from ..errors import ConfigError
+from ..run.failures import note_interrupt
+
+if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
+    from pyspark.sql import SparkSession
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+SPARK_LOG = "spark.log"
+# Settings that the project's spark.conf extends rather than replaces, with their separators.
+JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.extraJavaOptions": " "}
+# A local driver on a few cores runs short jobs: C2 compilation and parallel GC threads compete
+# with the work for those cores and never pay back within a run. C1 only and the serial
+# collector cut an ingest's CPU by ~40% and its memory by a third (make bench). A long-running
+# process (follow) is the opposite: once C2 has compiled the MERGE's scan, a small MERGE into a
+# 6M-row silver took ~6 s instead of 14-40 s, so it keeps C2. The project's own
+# spark.driver.extraJavaOptions come after these, so e.g. -XX:TieredStopAtLevel=4 wins.
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+LOCAL_GC_OPTION = "-XX:+UseSerialGC"  # left out when the project picks a collector (two fail)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JarSettings:
+    source: str  # where the Delta jars come from, for messages
+    conf: Mapping[str, str]
+    cacheable: bool  # resolved from Maven Central with nothing else: save the jar list
+
+
+def delta_artifact() -> str:
+    """The Maven coordinate matching the installed pyspark and delta-spark."""
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{metadata.version('delta-spark')}"
+
+
+def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
+              long_running: bool = False) -> SparkSession:
+    """Start (or return) the session. Local masters bind to loopback only. ``long_running``:
+    the process runs for hours (follow), so the JVM keeps its optimising compiler."""
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        raise ConfigError("Java 17 is needed by Spark and was not found: install openjdk-17-jre-headless")
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's Python workers must import this package; put the project on their path.
+    root = str(config.root.resolve())
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(config.spark.master)
+        .config("spark.sql.extensions", DELTA_EXTENSION)
+        .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+    )
+    java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    if config.spark.master.startswith("local"):
+        java_options = f"{local_jvm_options(config.spark.conf, long_running)} {java_options}"
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    jars = _jar_settings(config)
+    ours = {**jars.conf, "spark.driver.extraJavaOptions": java_options}
+    for key, value in _merged_conf(ours, config.spark.conf).items():
+        builder = builder.config(key, value)
+    spark_log = config.target_dir / SPARK_LOG
+    try:
+        with _jvm_output_to(spark_log):
+            spark = builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        raise ConfigError(
+            f"Spark did not start ({exc.getErrorClass() or exc}); Delta jars were taken from "
+            f"{jars.source}: if {spark_log} says 'unresolved dependency', Maven Central "
+            "could not be reached: fix the network/proxy or set LAKEHOUSE_JARS_DIR to a folder "
+            "holding the Delta jars"
+        ) from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    _interrupt_promptly(spark)
+    if jars.cacheable:
+        _save_manifest(spark.sparkContext.getConf().get("spark.jars", ""))
+    return spark
+
+
+@contextmanager
+def _jvm_output_to(path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``path`` while the JVM is launched.
+
+    The JVM (and the Python workers it forks) inherit them for their whole life, so JVM
+    warnings, log4j's console appender and Ivy's resolution report land in the file instead of
+    between the command's own lines. Python's own streams are restored right after the launch.
+    An unwritable target leaves the console as it is.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        log.warning("JVM output stays on the console: cannot open %s (%s)", path, exc.strerror)
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
+
+
+def jvm_view(spark: SparkSession) -> Any:
+    """The session's py4j view of the JVM (``jvm_view(spark).org.apache...``). pyspark types it
+    as optional, unset before a context starts; a started session always has it."""
+    view = spark._jvm
+    if view is None:
+        raise RuntimeError("the Spark session has no JVM gateway")
+    return view
+
+
+def _interrupt_promptly(spark: SparkSession) -> None:
+    """Make Ctrl-C stop the run at once, leaving the py4j connection usable for clean-up.
+
+    pyspark's own SIGINT handler cancels the jobs through the main thread's py4j connection,
+    which is busy waiting for the running call: the cancel queued behind the call (Ctrl-C
+    waited for the whole Spark job), and the next call read the previous call's answer. Here
+    the busy connection is dropped (py4j opens a fresh one for the next call, so ``finally``
+    blocks work), the jobs are cancelled from a thread of their own and ``KeyboardInterrupt`` is
+    raised at once. Nothing committed is lost: each Delta commit is atomic with its checkpoint.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    context = spark.sparkContext
+
+    def cancel_jobs() -> None:
+        from py4j.protocol import Py4JError
+
+        try:
+            context.cancelAllJobs()
+        except Py4JError as exc:  # the JVM is already going away: nothing left to cancel
+            log.debug("cancelling Spark jobs after Ctrl-C: %s", exc)
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        note_interrupt()
+        client: Any = getattr(context._gateway, "_gateway_client", None)  # py4j's, untyped
+        connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
+        if connection is not None:
+            connection.close(reset=True)
+        threading.Thread(target=cancel_jobs, name="cancel-spark-jobs", daemon=True).start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def _manifest() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "lakehouse-ingest" / f"{delta_artifact().replace(':', '_')}.jars"
+
+
+def _cached_jars() -> list[str] | None:
+    try:
+        jars = [line for line in _manifest().read_text().splitlines() if line]
+    except OSError:
+        return None
+    return jars if jars and all(Path(j.removeprefix("file://")).exists() for j in jars) else None
+
+
+def _save_manifest(jars: str) -> None:
+    files = [j for j in jars.split(",") if j.startswith("file:")]
+    if not files:
+        return
+    manifest = _manifest()
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = manifest.with_suffix(".tmp")
+    tmp.write_text("\n".join(files) + "\n")
+    tmp.replace(manifest)
+
+
+def _jar_settings(config: ProjectConfig) -> JarSettings:
+    """Where the Delta jars come from: a local folder, the cached list, or Maven Central.
+
+    Packages the project adds itself (``spark.jars.packages``, e.g. hadoop-aws) bypass the
+    cache, which holds the Delta jars only: Ivy resolves them with Delta, from its local cache
+    after the first time.
+    """
+    if config.spark.jars_dir:
+        folder = Path(config.spark.jars_dir)
+        jars = sorted(str(p) for p in folder.glob("*.jar"))
+        if not jars:
+            raise ConfigError(f"jars folder {folder} holds no .jar files: fill it or unset LAKEHOUSE_JARS_DIR")
+        return JarSettings(str(folder), {"spark.jars": ",".join(jars)}, cacheable=False)
+    extra_packages = bool(config.spark.conf.get("spark.jars.packages"))
+    cached = None if extra_packages else _cached_jars()
+    if cached:
+        return JarSettings(f"the jar cache {_manifest()}", {"spark.jars": ",".join(cached)}, cacheable=False)
+    return JarSettings(f"Maven Central ({delta_artifact()})", {"spark.jars.packages": delta_artifact()},
+                       cacheable=not extra_packages)
+
+
+def local_jvm_options(project_conf: Mapping[str, str], long_running: bool = False) -> str:
+    """Our JVM options for a local driver: C1 only unless ``long_running``, and the serial
+    collector unless the project's own options choose one (the JVM refuses to start with two)."""
+    theirs = project_conf.get("spark.driver.extraJavaOptions", "")
+    options = [] if long_running else [LOCAL_JVM_OPTIONS]
+    if not re.search(r"-XX:\+Use\w+GC\b", theirs):
+        options.append(LOCAL_GC_OPTION)
+    return " ".join(options)
+
+
+def _merged_conf(ours: Mapping[str, str], project: Mapping[str, str]) -> dict[str, str]:
+    """The project's spark.conf over ours, except jar lists and JVM options, which are joined: a
+    project that adds hadoop-aws to spark.jars.packages must not drop the Delta jars, nor one
+    that adds a JVM option drop our log configuration."""
+    merged = dict(ours)
+    for key, value in project.items():
+        if key in JOINED_SETTINGS and merged.get(key):
+            merged[key] = JOINED_SETTINGS[key].join(p for p in (merged[key], value) if p)
+        else:
+            merged[key] = value
+    return merged

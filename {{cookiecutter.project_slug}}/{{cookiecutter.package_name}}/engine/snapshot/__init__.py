@@ -1,0 +1,1 @@
+"""Initial snapshot: chunk planning on the key and lock-free chunk reads."""

@@ -1,0 +1,234 @@
+"""Split a table into key-range chunks, and find the chunk a key belongs to.
+
+Boundaries are always values the database returned, and every comparison between keys happens
+in the database's own collation: in SQL while splitting, and through ``WEIGHT_STRING()`` sort
+keys when a binlog event must be matched to its chunk. Python's ``<`` on strings is never used
+(``'aaaa' < 'ZZZZ'`` and ``'E' = 'e'`` in ``utf8mb4_general_ci``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pymysql
+
+from ..source.connection import qualified, query, quote_ident
+from ..source.introspect import ColumnInfo, TableSchema
+
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
+KeyValue = tuple[Any, ...]
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")  # charset/collation names are spliced into SQL
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Rows with ``start <= key < end``; ``None`` means unbounded on that side."""
+
+    index: int
+    start: KeyValue | None
+    end: KeyValue | None
+
+
+def chunks_from_boundaries(boundaries: Sequence[KeyValue]) -> list[Chunk]:
+    """``[b1, b2]`` -> ``(-inf, b1)``, ``[b1, b2)``, ``[b2, +inf)``."""
+    edges: list[KeyValue | None] = [None, *boundaries, None]
+    return [Chunk(i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def reading_order(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """The unbounded last chunk first: it is the one that grows while the others are read."""
+    return sorted(chunks, key=lambda c: (c.end is not None, c.index))
+
+
+def even_boundaries(low: int, high: int, step: int) -> list[KeyValue]:
+    """Boundaries ``low+step, low+2*step, ...`` strictly inside ``(low, high]``."""
+    if step <= 0:
+        raise ValueError("step must be positive")
+    return [(b,) for b in range(low + step, high + 1, step)]
+
+
+def is_even_candidate(table: TableSchema) -> bool:
+    if len(table.key) != 1:
+        return False
+    col = table.key_columns[0]
+    return col.data_type in INTEGER_TYPES or (col.data_type == "decimal" and not col.scale)
+
+
+def even_step(low: int, high: int, rows: int, chunk_size: int, bounds: tuple[float, float]) -> int | None:
+    """The key step of an even split, or ``None`` when the keys are too sparse or too dense
+    for an even split to give chunks near ``chunk_size`` rows (Flink's distribution factor)."""
+    factor = (high - low + 1) / max(rows, 1)
+    if not bounds[0] <= factor <= bounds[1]:
+        return None
+    return max(1, math.ceil(chunk_size * factor))
+
+
+def plan_chunks(
+    conn: pymysql.connections.Connection,
+    table: TableSchema,
+    chunk_size: int,
+    even_bounds: tuple[float, float] = (0.05, 1000.0),
+) -> list[Chunk]:
+    if is_even_candidate(table):
+        boundaries = _even_split(conn, table, chunk_size, even_bounds)
+        if boundaries is not None:
+            return chunks_from_boundaries(boundaries)
+    return chunks_from_boundaries(_uneven_split(conn, table, chunk_size))
+
+
+def _even_split(
+    conn: pymysql.connections.Connection,
+    table: TableSchema,
+    chunk_size: int,
+    bounds: tuple[float, float],
+) -> list[KeyValue] | None:
+    key = quote_ident(table.key[0])
+    name = qualified(table.schema, table.table)
+    ((low, high),) = query(conn, f"SELECT MIN({key}), MAX({key}) FROM {name}")
+    if low is None:
+        return []
+    low, high = int(low), int(high)
+    rows = _row_estimate(conn, table, chunk_size)
+    step = even_step(low, high, rows, chunk_size, bounds)
+    if step is None:
+        return None
+    as_type = Decimal if table.key_columns[0].data_type == "decimal" else int
+    return [(as_type(b),) for (b,) in even_boundaries(low, high, step)]
+
+
+def _row_estimate(conn: pymysql.connections.Connection, table: TableSchema, chunk_size: int) -> int:
+    ((estimate,),) = query(
+        conn,
+        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
+        (table.schema, table.table),
+    )
+    # InnoDB's estimate is rough and can be 0 on a fresh table: count small tables exactly.
+    if not estimate or int(estimate) < 100 * chunk_size:
+        ((count,),) = query(conn, f"SELECT COUNT(*) FROM {qualified(table.schema, table.table)}")
+        return int(count)
+    return int(estimate)
+
+
+def _uneven_split(
+    conn: pymysql.connections.Connection, table: TableSchema, chunk_size: int
+) -> list[KeyValue]:
+    """Walk the key index: each boundary is the first key of the next chunk."""
+    columns = ", ".join(quote_ident(k) for k in table.key)
+    name = qualified(table.schema, table.table)
+    boundaries: list[KeyValue] = []
+    while True:
+        where = ""
+        args: list[Any] = []
+        if boundaries:
+            where, args = lower_bound(table.key, boundaries[-1])
+            where = f" WHERE {where}"
+        rows = query(
+            conn,
+            f"SELECT {columns} FROM {name}{where} ORDER BY {columns} LIMIT 1 OFFSET %s",
+            (*args, chunk_size),
+        )
+        if not rows:
+            return boundaries
+        boundaries.append(tuple(rows[0]))
+
+
+def lower_bound(columns: Sequence[str], values: KeyValue) -> tuple[str, list[Any]]:
+    """``key >= values`` as expanded OR/AND terms: row constructors often defeat the index."""
+    return _lexicographic(columns, values, last_op=">=")
+
+
+def upper_bound(columns: Sequence[str], values: KeyValue) -> tuple[str, list[Any]]:
+    """``key < values``."""
+    return _lexicographic(columns, values, last_op="<")
+
+
+def _lexicographic(columns: Sequence[str], values: KeyValue, last_op: str) -> tuple[str, list[Any]]:
+    strict = ">" if last_op == ">=" else "<"
+    terms: list[str] = []
+    args: list[Any] = []
+    for i, column in enumerate(columns):
+        parts = [f"{quote_ident(c)} = %s" for c in columns[:i]]
+        op = last_op if i == len(columns) - 1 else strict
+        parts.append(f"{quote_ident(column)} {op} %s")
+        args.extend(values[: i + 1])
+        terms.append("(" + " AND ".join(parts) + ")")
+    return "(" + " OR ".join(terms) + ")", args
+
+
+def chunk_predicate(columns: Sequence[str], chunk: Chunk) -> tuple[str, list[Any]]:
+    parts: list[str] = []
+    args: list[Any] = []
+    if chunk.start is not None:
+        sql, values = lower_bound(columns, chunk.start)
+        parts.append(sql)
+        args += values
+    if chunk.end is not None:
+        sql, values = upper_bound(columns, chunk.end)
+        parts.append(sql)
+        args += values
+    return (" AND ".join(parts) or "TRUE"), args
+
+
+class SortKeys:
+    """Byte-comparable sort keys for key tuples, computed by the server for collated strings.
+
+    Numbers, dates and binary strings already compare correctly in Python; a collated string is
+    replaced by its ``WEIGHT_STRING()`` in its own collation. Results are cached.
+    """
+
+    def __init__(self, conn: pymysql.connections.Connection, key_columns: Sequence[ColumnInfo]):
+        self._conn = conn
+        self._columns = tuple(key_columns)
+        self._cache: dict[tuple[int, Any], bytes] = {}
+
+    def of(self, keys: Sequence[KeyValue]) -> list[tuple[Any, ...]]:
+        self._fetch_missing(keys)
+        return [
+            tuple(
+                self._cache[(i, v)] if col.is_collated_string else v
+                for i, (col, v) in enumerate(zip(self._columns, key, strict=True))
+            )
+            for key in keys
+        ]
+
+    def _fetch_missing(self, keys: Sequence[KeyValue]) -> None:
+        for i, col in enumerate(self._columns):
+            if not col.is_collated_string:
+                continue
+            missing = sorted({k[i] for k in keys if (i, k[i]) not in self._cache}, key=repr)
+            for start in range(0, len(missing), 500):
+                batch = missing[start : start + 500]
+                self._cache.update(zip(((i, v) for v in batch), self._weights(col, batch), strict=False))
+
+    def _weights(self, col: ColumnInfo, values: list[Any]) -> list[bytes]:
+        charset = col.charset or "utf8mb4"
+        collation = col.collation or f"{charset}_general_ci"
+        if not (_NAME.match(charset) and _NAME.match(collation)):
+            raise ValueError(f"unexpected charset/collation {charset!r}/{collation!r}")
+        expr = f"WEIGHT_STRING(CONVERT(%s USING {charset}) COLLATE {collation})"
+        sql = " UNION ALL ".join(f"SELECT {n}, {expr}" for n in range(len(values)))
+        rows = sorted(query(self._conn, sql, values))
+        return [bytes(w) for _, w in rows]
+
+
+class ChunkLocator:
+    """Finds which chunk a key falls in, comparing in the source's collation."""
+
+    def __init__(self, chunks: Sequence[Chunk], sort_keys: SortKeys):
+        self._chunks = sorted(chunks, key=lambda c: c.index)
+        self._sort_keys = sort_keys
+        starts = [c.start for c in self._chunks[1:]]
+        if any(s is None for s in starts):
+            raise ValueError("only the first chunk may be unbounded below")
+        self._starts = sort_keys.of([s for s in starts if s is not None])
+
+    def locate(self, keys: Sequence[KeyValue]) -> list[Chunk]:
+        return [
+            self._chunks[bisect.bisect_right(self._starts, sk)] for sk in self._sort_keys.of(keys)
+        ]

@@ -1,0 +1,1 @@
+"""The MySQL/MariaDB source: connections, all SQL text, introspection, preflight checks and type mapping."""

@@ -1,0 +1,74 @@
+"""Check that the source is set up for change capture before reading anything.
+
+The checks are a pure function of the server's variables and grants (unit-tested without a
+server); ``run_preflight`` only gathers them. Each problem names the setting and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pymysql
+
+from ..errors import PreflightError
+from .connection import query
+
+REQUIRED = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+}
+WHY = {
+    "log_bin": "binary logging must be on",
+    "binlog_format": "change capture needs row events",
+    "binlog_row_image": "full before/after images are needed to replay changes",
+    "binlog_row_metadata": "column names travel in the binlog only with full metadata",
+}
+
+
+def settings_problems(variables: Mapping[str, str]) -> list[str]:
+    problems = []
+    for name, wanted in REQUIRED.items():
+        actual = str(variables.get(name, "missing")).upper()
+        if actual != wanted:
+            problems.append(
+                f"{name} is {actual} on the source, must be {wanted} ({WHY[name]}): set "
+                f"{name}={wanted} in the server configuration and restart it"
+            )
+    if str(variables.get("binlog_transaction_compression", "OFF")).upper() == "ON":
+        problems.append(
+            "binlog_transaction_compression is ON: compressed transactions cannot be decoded; "
+            "set binlog_transaction_compression=OFF"
+        )
+    if "PARTIAL_JSON" in str(variables.get("binlog_row_value_options", "")).upper():
+        problems.append("binlog_row_value_options=PARTIAL_JSON hides JSON values: set it to ''")
+    return problems
+
+
+def grant_problems(grants: Sequence[str]) -> list[str]:
+    text = " ".join(g.upper() for g in grants)
+    if "ALL PRIVILEGES ON *.*" in text:
+        return []
+    problems = []
+    if "REPLICATION SLAVE" not in text and "REPLICATION REPLICA" not in text:
+        problems.append("the source user lacks REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO it")
+    if not any(p in text for p in ("REPLICATION CLIENT", "BINLOG MONITOR", "SUPER")):
+        problems.append(
+            "the source user lacks REPLICATION CLIENT (BINLOG MONITOR on MariaDB): grant it ON *.*"
+        )
+    if "SELECT" not in text:
+        problems.append("the source user lacks SELECT: GRANT SELECT ON <database>.* TO it")
+    return problems
+
+
+def run_preflight(conn: pymysql.connections.Connection) -> None:
+    names = (*REQUIRED, "binlog_transaction_compression", "binlog_row_value_options")
+    placeholders = ", ".join(["%s"] * len(names))
+    rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})", names)
+    variables = {str(k): str(v) for k, v in rows}
+    grants = [str(r[0]) for r in query(conn, "SHOW GRANTS FOR CURRENT_USER()")]
+    problems = settings_problems(variables) + grant_problems(grants)
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise PreflightError(problems[0] + more)

@@ -1,0 +1,1 @@
+"""Ingestion state: binlog positions, per-table checkpoints and the exact encoding of their key values."""

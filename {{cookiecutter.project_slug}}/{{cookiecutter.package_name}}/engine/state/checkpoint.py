@@ -1,0 +1,110 @@
+"""Resumable progress of one table, committed atomically with the bronze rows it covers.
+
+Each bronze commit carries the whole checkpoint as its Delta ``userMetadata``, so the rows and
+the position a restart resumes from land in one atomic commit: there is no separate state file
+that could disagree with the table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ..snapshot.chunking import Chunk
+from .positions import BinlogPosition
+from .values import decode_key, encode_key
+
+FORMAT_VERSION = 1
+Phase = Literal["snapshot", "binlog"]
+
+
+@dataclass(frozen=True)
+class SnapshotProgress:
+    """The chunk plan and the high watermark of every chunk already in bronze."""
+
+    key: tuple[str, ...]
+    chunks: tuple[Chunk, ...]
+    done: Mapping[int, BinlogPosition] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done) == len(self.chunks)
+
+    @property
+    def pending(self) -> tuple[Chunk, ...]:
+        return tuple(c for c in self.chunks if c.index not in self.done)
+
+    @property
+    def low_watermark(self) -> BinlogPosition:
+        return min(self.done.values())
+
+    @property
+    def high_watermark(self) -> BinlogPosition:
+        return max(self.done.values())
+
+    def with_done(self, finished: Mapping[int, BinlogPosition]) -> SnapshotProgress:
+        return replace(self, done={**self.done, **finished})
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """``batch`` numbers bronze commits; ``position`` is set once the binlog phase has begun:
+    every change at or before it is in bronze. ``snapshot`` is kept while binlog events may
+    still fall inside a chunk's watermark window (position below the highest watermark)."""
+
+    table: str
+    batch: int
+    phase: Phase
+    run_id: str
+    snapshot: SnapshotProgress | None = None
+    position: BinlogPosition | None = None
+
+    def to_json(self) -> str:
+        body: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "table": self.table,
+            "batch": self.batch,
+            "phase": self.phase,
+            "run_id": self.run_id,
+            "position": self.position.to_json() if self.position else None,
+            "snapshot": None,
+        }
+        if self.snapshot is not None:
+            body["snapshot"] = {
+                "key": list(self.snapshot.key),
+                "chunks": [[c.index, encode_key(c.start), encode_key(c.end)] for c in self.snapshot.chunks],
+                "done": {str(i): p.to_json() for i, p in sorted(self.snapshot.done.items())},
+            }
+        return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Checkpoint:
+        body = json.loads(text)
+        if body.get("format") != FORMAT_VERSION:
+            raise ValueError(f"unsupported checkpoint format {body.get('format')!r}")
+        snapshot = None
+        if body.get("snapshot"):
+            raw = body["snapshot"]
+            snapshot = SnapshotProgress(
+                key=tuple(raw["key"]),
+                chunks=tuple(Chunk(int(i), decode_key(s), decode_key(e)) for i, s, e in raw["chunks"]),
+                done={int(i): BinlogPosition.from_json(p) for i, p in raw["done"].items()},
+            )
+        return cls(
+            table=body["table"],
+            batch=int(body["batch"]),
+            phase=body["phase"],
+            run_id=body["run_id"],
+            snapshot=snapshot,
+            position=BinlogPosition.from_json(body["position"]) if body.get("position") else None,
+        )
+
+    def advanced_to(self, position: BinlogPosition, run_id: str) -> Checkpoint:
+        """The next binlog checkpoint; drops the chunk plan once past every watermark."""
+        snapshot = self.snapshot
+        if snapshot is not None and position >= snapshot.high_watermark:
+            snapshot = None
+        return replace(self, batch=self.batch + 1, phase="binlog", position=position,
+                       snapshot=snapshot, run_id=run_id)
