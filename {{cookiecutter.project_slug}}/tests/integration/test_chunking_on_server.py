@@ -7,7 +7,7 @@ import pytest
 from {{ cookiecutter.package_name }}.engine.snapshot.chunking import ChunkLocator, SortKeys, chunk_predicate, plan_chunks
 from {{ cookiecutter.package_name }}.engine.source.connection import connection, qualified, query, quote_ident
 
-from .helpers import table_schema
+from .helpers import run_source_sql, table_schema
 
 pytestmark = pytest.mark.integration
 
@@ -46,3 +46,25 @@ def test_case_and_accent_variants_fall_in_the_chunk_sql_puts_them_in(config):
         # 'ÉC-...' and 'ec-...' compare equal to 'Éc-...' in utf8mb4_general_ci.
         variants = [("Éc-00002",), ("ÉC-00002",), ("ec-00002",), ("eC-00002 ",)]
         assert len({c.index for c in locator.locate(variants)}) == 1
+
+
+def test_sparse_integer_keys_dense_in_places_are_split_into_chunks_near_chunk_size(config, mariadb):
+    # 100 keys over 1..100,000 plus 5,000 dense ones: an even split by the average density
+    # (one chunk per ~9,800 key values) would read ~5,000 rows in one chunk of 500 wanted.
+    run_source_sql(mariadb, config.source.database, """
+        CREATE TABLE sparse_keys (id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL);
+        INSERT INTO sparse_keys SELECT seq, 1 FROM seq_1_to_100000_step_1000;
+        INSERT INTO sparse_keys SELECT seq, 2 FROM seq_50000_to_54999 WHERE seq % 1000 <> 1;
+        ANALYZE TABLE sparse_keys;
+    """)
+    schema = table_schema(config, "sparse_keys")
+    name = qualified(config.source.database, "sparse_keys")
+    with connection(config.source) as conn:
+        chunks = plan_chunks(conn, schema, 500, config.defaults.even_distribution)
+        sizes = []
+        for chunk in chunks:
+            where, args = chunk_predicate(schema.key, chunk)
+            sizes.append(query(conn, f"SELECT COUNT(*) FROM {name} WHERE {where}", args)[0][0])
+        total = query(conn, f"SELECT COUNT(*) FROM {name}")[0][0]
+    assert sum(sizes) == total
+    assert max(sizes) <= 2 * 500, sizes

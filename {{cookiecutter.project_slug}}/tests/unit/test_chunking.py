@@ -10,6 +10,7 @@ from {{ cookiecutter.package_name }}.engine.snapshot.chunking import (
     even_step,
     lower_bound,
     reading_order,
+    refine_even,
     upper_bound,
 )
 
@@ -68,3 +69,49 @@ def test_chunk_predicate_binds_values_and_quotes_identifiers():
 def test_even_boundaries_reject_a_non_positive_step():
     with pytest.raises(ValueError):
         even_boundaries(1, 10, 0)
+
+
+def _refine(keys: list[int], boundaries: list[int], step: int, chunk_size: int) -> list[int]:
+    """refine_even over an in-memory key set: exact estimates, walks like the server's."""
+    def inside(chunk: Chunk) -> list[int]:
+        return [k for k in keys if (chunk.start is None or k >= chunk.start[0])
+                and (chunk.end is None or k < chunk.end[0])]
+
+    asked: list[Chunk] = []
+
+    def estimate(chunk: Chunk) -> int:
+        asked.append(chunk)
+        return len(inside(chunk))
+
+    def walk(chunk: Chunk) -> list[tuple[int]]:
+        return [(k,) for k in inside(chunk)[chunk_size::chunk_size]]
+
+    refined = refine_even([(b,) for b in boundaries], step, chunk_size, estimate, walk)
+    _refine.asked = asked  # type: ignore[attr-defined]
+    return [b for (b,) in refined]
+
+
+def _sizes(keys: list[int], boundaries: list[int]) -> list[int]:
+    edges = [None, *boundaries, None]
+    return [sum(1 for k in keys if (lo is None or k >= lo) and (hi is None or k < hi))
+            for lo, hi in zip(edges, edges[1:], strict=False)]
+
+
+def test_sparse_keys_dense_in_one_place_get_chunks_near_chunk_size():
+    # 100 keys spread over 1..100_000 and 5,000 dense keys at 50_000..54_999: an even split
+    # by the average density puts ~5,000 rows in one chunk of 1,000 wanted.
+    keys = sorted({*range(1, 100_001, 1000), *range(50_000, 55_000)})
+    step = 20_000
+    even = list(range(1 + step, 100_001, step))
+    assert max(_sizes(keys, even)) > 4000
+    refined = _refine(keys, even, step, 1000)
+    assert set(even) <= set(refined) and refined == sorted(refined)
+    assert max(_sizes(keys, refined)) <= 2 * 1000
+    assert sum(_sizes(keys, refined)) == len(keys)
+
+
+def test_dense_keys_are_not_estimated_their_step_bounds_every_chunk():
+    keys = list(range(1, 10_001))
+    even = list(range(1001, 10_001, 1000))
+    assert _refine(keys, even, 1000, 1000) == even
+    assert _refine.asked == []  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -22,6 +22,8 @@ from ..source.connection import qualified, query, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
+# An even chunk may hold this many times chunk_size rows before it is split further.
+OVERSIZE = 2
 KeyValue = tuple[Any, ...]
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")  # charset/collation names are spliced into SQL
 
@@ -69,6 +71,31 @@ def even_step(low: int, high: int, rows: int, chunk_size: int, bounds: tuple[flo
     return max(1, math.ceil(chunk_size * factor))
 
 
+def refine_even(
+    boundaries: Sequence[KeyValue],
+    step: int,
+    chunk_size: int,
+    estimate: Callable[[Chunk], int],
+    walk: Callable[[Chunk], list[KeyValue]],
+) -> list[KeyValue]:
+    """Split the even chunks that hold far more than ``chunk_size`` rows.
+
+    Unique integer keys put at most ``step`` rows in a bounded even chunk, so while ``step`` is
+    within ``OVERSIZE`` times ``chunk_size`` nothing is asked. Otherwise (sparse keys, dense in
+    places) each chunk's row count is estimated (``estimate``, cheap) and an oversized one is cut
+    by walking its keys (``walk``: boundaries strictly inside the chunk, ``chunk_size`` apart)."""
+    chunks = chunks_from_boundaries(boundaries)
+    if step <= OVERSIZE * chunk_size or len(chunks) < 2:
+        return list(boundaries)
+    refined: list[KeyValue] = []
+    for chunk in chunks:
+        if chunk.start is not None:
+            refined.append(chunk.start)
+        if estimate(chunk) > OVERSIZE * chunk_size:
+            refined.extend(walk(chunk))
+    return refined
+
+
 def plan_chunks(
     conn: pymysql.connections.Connection,
     table: TableSchema,
@@ -99,7 +126,18 @@ def _even_split(
     if step is None:
         return None
     as_type = Decimal if table.key_columns[0].data_type == "decimal" else int
-    return [(as_type(b),) for (b,) in even_boundaries(low, high, step)]
+    boundaries = [(as_type(b),) for (b,) in even_boundaries(low, high, step)]
+    return refine_even(boundaries, step, chunk_size, lambda c: _estimate_rows(conn, table, c),
+                       lambda c: _walk(conn, table, chunk_size, c))
+
+
+def _estimate_rows(conn: pymysql.connections.Connection, table: TableSchema, chunk: Chunk) -> int:
+    """The optimizer's row estimate for the chunk's key range: index dives, no row read."""
+    where, args = chunk_predicate(table.key, chunk)
+    with conn.cursor() as cur:
+        cur.execute(f"EXPLAIN SELECT 1 FROM {qualified(table.schema, table.table)} WHERE {where}", args)
+        names = [d[0].lower() for d in cur.description or ()]
+        return sum(int(row[names.index("rows")] or 0) for row in cur.fetchall())
 
 
 def _row_estimate(conn: pymysql.connections.Connection, table: TableSchema, chunk_size: int) -> int:
@@ -119,18 +157,21 @@ def _uneven_split(
     conn: pymysql.connections.Connection, table: TableSchema, chunk_size: int
 ) -> list[KeyValue]:
     """Walk the key index: each boundary is the first key of the next chunk."""
+    return _walk(conn, table, chunk_size, Chunk(0, None, None))
+
+
+def _walk(conn: pymysql.connections.Connection, table: TableSchema, chunk_size: int,
+          within: Chunk) -> list[KeyValue]:
+    """Boundaries ``chunk_size`` keys apart, strictly inside ``within``."""
     columns = ", ".join(quote_ident(k) for k in table.key)
     name = qualified(table.schema, table.table)
     boundaries: list[KeyValue] = []
     while True:
-        where = ""
-        args: list[Any] = []
-        if boundaries:
-            where, args = lower_bound(table.key, boundaries[-1])
-            where = f" WHERE {where}"
+        low = boundaries[-1] if boundaries else within.start
+        where, args = chunk_predicate(table.key, Chunk(0, low, within.end))
         rows = query(
             conn,
-            f"SELECT {columns} FROM {name}{where} ORDER BY {columns} LIMIT 1 OFFSET %s",
+            f"SELECT {columns} FROM {name} WHERE {where} ORDER BY {columns} LIMIT 1 OFFSET %s",
             (*args, chunk_size),
         )
         if not rows:
