@@ -60,6 +60,19 @@ class TableResult:
     category: str = ""
 
 
+def eta(done: int, left: int, elapsed_s: float) -> str:
+    """``, ETA 1 min 5 s`` at the pace of the ``done`` units so far (empty when none is left or
+    none is done yet: no pace to go by)."""
+    if done <= 0 or left <= 0:
+        return ""
+    seconds = round(elapsed_s / done * left)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes) + [f"{seconds} s"] * bool(
+        seconds or not (hours or minutes))
+    return ", ETA " + " ".join(parts)
+
+
 class TablesFailed(FatalError):
     """Some tables failed; the others finished. ``results`` holds every table's result,
     ``errors`` the error of each failed table (by table name)."""
@@ -227,6 +240,7 @@ class Pipeline:
         total = len(checkpoint.snapshot.chunks)
         per_commit = self.config.defaults.chunks_per_commit(chunk_size)
         started = time.monotonic()
+        done_before = len(checkpoint.snapshot.done)
         for first in range(0, len(pending), per_commit):
             batch = pending[first : first + per_commit]
             attempt = Checkpoint(spec.name, checkpoint.batch + 1, "snapshot", self.run_id,
@@ -241,9 +255,10 @@ class Pipeline:
             checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id, snapshot=progress)
             result.snapshot_rows += rows
             elapsed = max(time.monotonic() - started, 1e-6)
-            log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s", spec.name,
+            log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s%s", spec.name,
                      len(progress.done), total, result.snapshot_rows,
-                     result.snapshot_rows / elapsed)
+                     result.snapshot_rows / elapsed,
+                     eta(len(progress.done) - done_before, total - len(progress.done), elapsed))
         return checkpoint
 
     def _check_lake_schema(self, name: str, schema: TableSchema, path: str) -> None:
