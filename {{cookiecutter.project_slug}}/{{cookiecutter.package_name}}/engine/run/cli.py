@@ -37,7 +37,7 @@ log = logging.getLogger("lakehouse")
 
 LOG_FILE = "lakehouse.log"
 # The commands whose every outcome is recorded in run_results.json.
-RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq"})
+RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq", "maintain"})
 # The commands (and ``source`` actions) that connect with the profile's user and password.
 NEEDS_SOURCE = frozenset({"ingest", "follow", "dq", "add-table", "source up"})
 LOG_FORMATS = ("text", "json")
@@ -96,6 +96,11 @@ def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentPars
     follow.add_argument("--max-cycles", type=_count, default=None, metavar="N", help="stop after N cycles")
     follow.add_argument("--max-seconds", type=_seconds, default=None, metavar="S", help="stop after S seconds")
     selectable("dq", "run the Great Expectations checks against the source at one binlog position")
+    maintain = selectable("maintain", "compact bronze and silver (OPTIMIZE) and delete the files old versions "
+                                      "no longer need (VACUUM); a table being ingested is skipped with an error")
+    maintain.add_argument("--retain-hours", type=int, default=168, metavar="H",
+                          help="VACUUM keeps files the last H hours of versions read (default and minimum 168)")
+    maintain.add_argument("--no-vacuum", action="store_true", help="compact only")
     selectable("status", "each table's phase, chunks, bronze batch, position and lag, and the last run "
                          "(no Spark; the lag only with MYSQL_PASSWORD set)")
     selectable("list", "list the selected tables with their source table and tags")
@@ -451,6 +456,46 @@ def cmd_dq(args, config, package, invocation, started) -> int:
     return 0
 
 
+def cmd_maintain(args, config, package, invocation, started) -> int:
+    from ..cdc.capture import as_table_error
+    from ..sink import bronze, maintenance
+    from ..sink.spark import get_spark
+    from .locks import table_locks
+
+    options = maintenance.MaintenanceOptions(vacuum=not args.no_vacuum, retain_hours=args.retain_hours)
+    specs = _specs(args, package)
+    lake.check_writable(config.lake_root)
+    spark = get_spark(config)
+    lake.check_filesystem(spark, config.lake_root)
+    results = []
+    for spec in specs:
+        result = maintenance.MaintenanceResult(spec.name)
+        try:
+            # The ingest lock: a MERGE reading files a compaction removes would fail.
+            with table_locks(config.target_dir / "locks", [spec.name]):
+                for layer in maintenance.LAYERS:
+                    path = config.table_path(layer, spec.name)
+                    if bronze.exists(spark, path):
+                        report = maintenance.maintain_layer(spark, path, layer, options)
+                        result.layers.append(report)
+                        print(f"{spec.name:<24} {layer:<7} files {report.files_before:>6} -> "
+                              f"{report.files_after:<6} {report.seconds:6.1f} s")
+            if not result.layers:
+                print(f"{spec.name:<24} not in the lake yet: nothing to maintain")
+        except Exception as exc:  # recorded against this table; the others go on
+            error = as_table_error(exc, spec.name, config.lake_root)
+            result.status, result.message, result.category = "error", str(error), error.category
+            print(f"{spec.name:<24} ERROR  see below")
+        results.append(result)
+    failed = [r for r in results if r.status != "success"]
+    for r in failed:
+        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category)
+    write_run_results(config.target_dir, invocation_id=invocation, command="maintain", started_at=started,
+                      status="error" if failed else "success", results=results,
+                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    return 1 if failed else 0
+
+
 def cmd_status(args, config, package, invocation, started) -> int:
     from . import status
 
@@ -606,6 +651,7 @@ COMMANDS = {
     "ingest": cmd_ingest,
     "follow": cmd_follow,
     "dq": cmd_dq,
+    "maintain": cmd_maintain,
     "status": cmd_status,
     "list": cmd_list,
     "validate": cmd_validate,
