@@ -7,7 +7,7 @@ VENV := $(abspath .venv)
 PY := $(VENV)/bin/python
 BUILD := $(abspath build)
 
-.PHONY: help setup demo test bench lint clean
+.PHONY: help setup demo demo-down test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,6 +23,10 @@ $(VENV)/.installed: requirements-dev.txt {{cookiecutter.project_slug}}/requireme
 
 demo: setup ## generate a project, ingest the embedded MariaDB, change rows, ingest again, check quality
 	VENV=$(VENV) BUILD=$(BUILD) bash scripts/demo.sh
+
+demo-down: ## stop the demo's MariaDB (make demo leaves it running for you to explore)
+	@[ -d $(BUILD)/demo-lakehouse ] || { echo "no demo project in $(BUILD): nothing to stop"; exit 0; }
+	$(MAKE) -s -C $(BUILD)/demo-lakehouse source-down VENV=$(VENV)
 
 test: setup ## run the template's tests (they generate projects and run their test suites)
 	$(PY) -m pytest

@@ -35,7 +35,7 @@ run dq || dq_status=$?
 step "Summary"
 run status
 if [ "$dq_status" -eq 0 ]; then
-  echo "All quality checks passed. Project: $project (stop its MariaDB with: make -C $project source-down)"
+  echo "All quality checks passed. Project: $project (stop its MariaDB with: make demo-down)"
 else
   echo "Quality checks FAILED (exit $dq_status): see the report above." >&2
 fi
