@@ -16,22 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..sink.commitfile import Commit, parse_commit
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition, bytes_behind
 from .results import FILE_NAME as RUN_RESULTS
 
 # Delta keeps commit files 30 days by default; older ones are folded into a Parquet checkpoint.
 LOG_CLEANED = "its newest commits are gone from the Delta log (log cleanup)"
-
-
-@dataclass(frozen=True)
-class CommitFacts:
-    """What status needs from one commit file."""
-
-    version: int
-    operation: str | None
-    user_metadata: str | None
-    at: dt.datetime | None  # commit time
 
 
 @dataclass(frozen=True)
@@ -80,7 +71,7 @@ def log_dir(table_path: str) -> Path:
     return Path("/" + plain.lstrip("/")) / "_delta_log"
 
 
-def commits_back(log: Path) -> Iterator[CommitFacts]:
+def commits_back(log: Path) -> Iterator[Commit]:
     """The table's commits from the newest back, as long as their files are there."""
     versions = sorted((int(p.name[:20]) for p in log.glob("*.json") if p.name[:20].isdigit()), reverse=True)
     for version in versions:
@@ -89,18 +80,6 @@ def commits_back(log: Path) -> Iterator[CommitFacts]:
         except FileNotFoundError:  # removed by a log cleanup since the listing
             return
         yield parse_commit(version, lines)
-
-
-def parse_commit(version: int, lines: Sequence[str]) -> CommitFacts:
-    """The commit info of a commit file's lines; the other actions (data files and their
-    statistics, nearly all of the file) are not parsed."""
-    for line in lines:
-        if line.lstrip("{ \t").startswith('"commitInfo"'):
-            info = json.loads(line)["commitInfo"]
-            stamp = info.get("timestamp")
-            at = dt.datetime.fromtimestamp(stamp / 1000, dt.UTC) if isinstance(stamp, int) else None
-            return CommitFacts(version, info.get("operation"), info.get("userMetadata"), at)
-    return CommitFacts(version, None, None, None)
 
 
 def read_local(table: str, bronze_path: str, silver_path: str) -> TableState:

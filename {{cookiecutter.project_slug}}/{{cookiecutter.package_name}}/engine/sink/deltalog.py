@@ -10,25 +10,14 @@ log store (so any Hadoop file system works), and the caller stops at the first t
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from .commitfile import Commit, parse_commit
 from .spark import jvm_view
-
-
-@dataclass(frozen=True)
-class Commit:
-    """What one commit file says about itself: its commit info and its transaction ids."""
-
-    version: int
-    operation: str | None
-    user_metadata: str | None
-    txns: Mapping[str, int]  # SetTransaction app id -> version
 
 
 def delta_log(spark: SparkSession, path: str) -> Any:  # py4j JavaObject: org.apache.spark.sql.delta.DeltaLog
@@ -67,18 +56,3 @@ def commits_back(spark: SparkSession, path: str, newest: int | None = None) -> I
                 return
             raise
         yield parse_commit(version, str(lines.mkString("\n")).splitlines())
-
-
-def parse_commit(version: int, lines: list[str]) -> Commit:
-    """The commit info and transaction ids of a commit file's lines (its data files are skipped
-    unparsed: their statistics make up nearly all of the file)."""
-    info: dict[str, Any] = {}
-    txns: dict[str, int] = {}
-    for line in lines:
-        head = line.lstrip("{ \t")  # each line is one action: {"<kind>": {...}}
-        if head.startswith('"commitInfo"'):
-            info = json.loads(line)["commitInfo"]
-        elif head.startswith('"txn"'):
-            txn = json.loads(line)["txn"]
-            txns[txn["appId"]] = int(txn["version"])
-    return Commit(version, info.get("operation"), info.get("userMetadata"), txns)
