@@ -70,29 +70,3 @@ def _module_file(package: ModuleType, info: pkgutil.ModuleInfo) -> str:
     path = folder / info.name / "__init__.py" if info.ispkg else folder / f"{info.name}.py"
     project = folder.parents[1] if len(folder.parents) > 1 else folder
     return str(path.relative_to(project)) if path.is_relative_to(project) else str(path)
-
-
-def select(
-    specs: dict[str, TableSpec],
-    include: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-) -> list[TableSpec]:
-    """dbt-like selection: names and ``tag:x``; nothing included means everything."""
-
-    def matches(spec: TableSpec, selector: str) -> bool:
-        if selector.startswith("tag:"):
-            return selector[4:] in spec.tags
-        return selector == spec.name
-
-    for selector in (*include, *exclude):
-        if not selector.startswith("tag:") and selector not in specs:
-            known = ", ".join(sorted(specs)) or "none"
-            raise ConfigError(
-                f"no table named {selector!r} (known: {known}); add it with "
-                f"`python -m <package> add-table {selector}`"
-            )
-    chosen = [s for s in specs.values() if not include or any(matches(s, i) for i in include)]
-    chosen = [s for s in chosen if not any(matches(s, e) for e in exclude)]
-    if not chosen:
-        raise ConfigError("the selection matches no table")
-    return chosen
