@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -97,14 +98,25 @@ def test_a_purged_binlog_position_names_the_re_snapshot_command(spark, config, m
     Pipeline(config, spark, "run-1").ingest(_customers())
     run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 5;")
     Pipeline(config, spark, "run-2").ingest(_customers())  # the checkpoint now sits in the current file
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        checkpoint_file = cur.fetchone()[0]
     run_source_sql(mariadb, config.source.database, "FLUSH BINARY LOGS;\nUPDATE customers SET tier = 'silver';")
     with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
         cur.execute("SHOW MASTER STATUS")
         current = cur.fetchone()[0]
-        cur.execute(f"PURGE BINARY LOGS TO '{current}'")
+        # MariaDB silently keeps a file until its binlog checkpoint (crash recovery) has moved past
+        # it, which happens asynchronously after the rotation: purge until the file is gone.
+        deadline = time.monotonic() + 30
+        while True:
+            cur.execute(f"PURGE BINARY LOGS TO '{current}'")
+            cur.execute("SHOW BINARY LOGS")
+            if checkpoint_file not in {row[0] for row in cur.fetchall()}:
+                break
+            assert time.monotonic() < deadline, f"{checkpoint_file} was not purged within 30 s"
+            time.sleep(0.2)
     with pytest.raises(FatalError, match="no longer on the source.*FULL_REFRESH=1"):
         Pipeline(config, spark, "run-3").ingest(_customers())
-
 
 
 def test_a_configured_key_the_source_does_not_enforce_as_unique_is_refused(config, mariadb):
