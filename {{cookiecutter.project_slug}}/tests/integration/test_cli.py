@@ -23,7 +23,7 @@ from {{ cookiecutter.package_name }}.engine.run.failures import translate
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.sink import bronze
 from {{ cookiecutter.package_name }}.engine.sink import paths as lake
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .conftest import PASSWORD, PROJECT_ROOT, USER
@@ -232,7 +232,7 @@ def test_a_spark_write_under_a_file_is_a_configuration_error_naming_the_lake(spa
     (tmp_path / "a-file").write_text("not a folder")
     root = str(tmp_path / "a-file" / "lake")
     with pytest.raises(Py4JJavaError) as raised:
-        bronze.append(spark.range(1), f"{root}/bronze/t", Checkpoint("t", 1, "binlog", "run"))
+        bronze.append(spark.range(1), f"{root}/bronze/t", Checkpoint("t", 1, Phase.BINLOG, "run"))
     error = translate(raised.value, command="ingest", lake_root=root)
     assert isinstance(error, ConfigError)
     assert str(error).startswith(f"cannot write lake_root {root} (in bronze.append): ")

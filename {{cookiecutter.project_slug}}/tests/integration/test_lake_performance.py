@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from {{ cookiecutter.package_name }}.engine.sink import bronze, silver
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def _append(spark, path: str, batch: int, rows: list[tuple[int, str, str]], *, f
     data = [(i, name, op, Decimal(batch * 1_000_000 + n), "binlog.000001", 4, now, now, "run", batch)
             for n, (i, name, op) in enumerate(rows)]
     frame = spark.createDataFrame(data, bronze.bronze_schema(SOURCE)).repartition(files)
-    bronze.append(frame, path, Checkpoint("t", batch, "binlog", "run"))
+    bronze.append(frame, path, Checkpoint("t", batch, Phase.BINLOG, "run"))
 
 
 def _snapshot_batch(spark, path: str, batch: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from {{ cookiecutter.package_name }}.engine.cdc.capture import TableCapture, idle_advance_held
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
@@ -18,7 +18,7 @@ def capture(checkpoint: Checkpoint, hold_idle: bool = True) -> TableCapture:
                         hold_idle=hold_idle)
 
 
-BINLOG = Checkpoint("t", 7, "binlog", "run", position=at(1, 500))
+BINLOG = Checkpoint("t", 7, Phase.BINLOG, "run", position=at(1, 500))
 
 
 def test_an_idle_advance_in_the_same_binlog_file_is_held_in_follow_mode():
@@ -35,5 +35,5 @@ def test_an_idle_advance_into_a_new_binlog_file_is_committed_so_old_files_can_be
 
 def test_the_first_advance_after_a_snapshot_is_committed():
     progress = SnapshotProgress(("id",), ())
-    snapshot = Checkpoint("t", 3, "snapshot", "run", snapshot=progress)
+    snapshot = Checkpoint("t", 3, Phase.SNAPSHOT, "run", snapshot=progress)
     assert not idle_advance_held(capture(snapshot), at(1, 900))

@@ -2,7 +2,7 @@ import datetime as dt
 from decimal import Decimal
 
 from {{ cookiecutter.package_name }}.engine.snapshot.chunking import chunks_from_boundaries
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 
@@ -13,7 +13,7 @@ def progress() -> SnapshotProgress:
 
 def test_checkpoints_round_trip_exact_key_values():
     done = progress().with_done({0: BinlogPosition("b.000001", 100), 1: BinlogPosition("b.000002", 4)})
-    checkpoint = Checkpoint("t", 3, "snapshot", "run", snapshot=done)
+    checkpoint = Checkpoint("t", 3, Phase.SNAPSHOT, "run", snapshot=done)
     again = Checkpoint.from_json(checkpoint.to_json())
     assert again == checkpoint
     assert again.snapshot.chunks[1].start[0] == Decimal("18446744073709551615")
@@ -31,7 +31,7 @@ def test_watermarks_and_pending_chunks():
 
 def test_the_chunk_plan_is_kept_until_the_binlog_passes_every_watermark():
     done = progress().with_done({0: BinlogPosition("b.000001", 9), 1: BinlogPosition("b.000001", 50)})
-    checkpoint = Checkpoint("t", 1, "snapshot", "run", snapshot=done)
+    checkpoint = Checkpoint("t", 1, Phase.SNAPSHOT, "run", snapshot=done)
     inside = checkpoint.advanced_to(BinlogPosition("b.000001", 20), "run2")
     assert inside.snapshot is not None and inside.batch == 2 and inside.phase == "binlog"
     past = inside.advanced_to(BinlogPosition("b.000001", 50), "run2")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.run import cli
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -170,7 +170,7 @@ def status_in_a_fresh_python(root: Path, env: dict[str, str]) -> subprocess.Comp
 
 def test_status_reads_the_lake_without_spark_or_password(root):
     position = BinlogPosition("mysql-bin.000003", 1234)
-    bronze_commit(root / "lake", "orders", Checkpoint("orders", 4, "binlog", "run", position=position))
+    bronze_commit(root / "lake", "orders", Checkpoint("orders", 4, Phase.BINLOG, "run", position=position))
     (root / "target").mkdir()
     (root / "target" / "run_results.json").write_text(json.dumps({
         "metadata": {"command": "ingest"}, "status": "success", "results": [{"table": "orders", "status": "success"}]}))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }}.engine.run import status
 from {{ cookiecutter.package_name }}.engine.snapshot.chunking import Chunk
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 NOW = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC)
@@ -31,7 +31,7 @@ def commit(table: Path, version: int, operation: str, metadata: str | None, at: 
 
 def snapshot_checkpoint(batch: int, done: dict[int, BinlogPosition]) -> Checkpoint:
     chunks = (Chunk(0, None, (Decimal(10),)), Chunk(1, (Decimal(10),), (Decimal(20),)), Chunk(2, (Decimal(20),), None))
-    return Checkpoint("orders", batch, "snapshot", "run-1", snapshot=SnapshotProgress(("id",), chunks, done))
+    return Checkpoint("orders", batch, Phase.SNAPSHOT, "run-1", snapshot=SnapshotProgress(("id",), chunks, done))
 
 
 def test_a_snapshot_in_progress_shows_its_chunks_and_lowest_watermark(tmp_path):
@@ -50,7 +50,7 @@ def test_a_snapshot_in_progress_shows_its_chunks_and_lowest_watermark(tmp_path):
 
 def test_the_binlog_phase_shows_the_position_and_the_batch_silver_applied(tmp_path):
     bronze, silver = tmp_path / "bronze" / "orders", tmp_path / "silver" / "orders"
-    commit(bronze, 0, "WRITE", Checkpoint("orders", 7, "binlog", "run-2", position=P2).to_json())
+    commit(bronze, 0, "WRITE", Checkpoint("orders", 7, Phase.BINLOG, "run-2", position=P2).to_json())
     commit(silver, 0, "WRITE", json.dumps({"bronze_batch": 5}))
     commit(silver, 1, "MERGE", json.dumps({"bronze_batch": 6}))
     commit(silver, 2, "OPTIMIZE", None)

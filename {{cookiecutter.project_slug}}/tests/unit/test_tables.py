@@ -1,8 +1,12 @@
 import ast
 
+import pytest
+
 from {{ cookiecutter.package_name }} import tables
+from {{ cookiecutter.package_name }}.engine.config.project import Delivery
+from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 from {{ cookiecutter.package_name }}.engine.run.scaffold import TableModuleSpec, render_table_module
-from {{ cookiecutter.package_name }}.engine.tables import discover
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec, discover
 
 
 def test_every_generated_table_module_is_discovered():
@@ -15,3 +19,32 @@ def test_scaffolded_modules_are_valid_python_with_the_key():
     text = render_table_module(TableModuleSpec("Orders", key=("id",), columns=(("id", "int"),)))
     ast.parse(text)
     assert 'name="orders"' in text and "key=('id',)" in text and "#   id: int" in text
+
+
+def test_a_misspelt_delivery_mode_is_refused_naming_the_table_not_treated_as_another_mode():
+    with pytest.raises(ConfigError, match=r"table 'orders': delivery is 'exactly-once'; use one of 'exactly_once'"):
+        TableSpec("orders", "orders", delivery="exactly-once")
+
+
+def test_a_delivery_given_as_text_becomes_the_mode_and_overrides_the_project_default():
+    spec = TableSpec("orders", "orders", delivery="at_least_once")
+    assert spec.delivery is Delivery.AT_LEAST_ONCE
+    assert spec.delivery_or(Delivery.EXACTLY_ONCE) is Delivery.AT_LEAST_ONCE
+    assert TableSpec("orders", "orders").delivery_or(Delivery.EXACTLY_ONCE) is Delivery.EXACTLY_ONCE
+
+
+def test_a_single_key_column_given_as_text_is_one_column_not_its_letters():
+    assert TableSpec("orders", "orders", key="id").key == ("id",)  # type: ignore[arg-type]
+    assert TableSpec("orders", "orders", key=["a", "b"]).key == ("a", "b")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", [(), ("",), (1,)])
+def test_an_empty_or_non_text_key_is_refused(key):
+    with pytest.raises(ConfigError, match="table 'orders': key is"):
+        TableSpec("orders", "orders", key=key)
+
+
+@pytest.mark.parametrize("size", [0, -5, 2.5, True, "100"])
+def test_a_chunk_size_that_is_not_a_positive_whole_number_is_refused(size):
+    with pytest.raises(ConfigError, match=f"table 'orders': chunk_size is {size!r}"):
+        TableSpec("orders", "orders", chunk_size=size)

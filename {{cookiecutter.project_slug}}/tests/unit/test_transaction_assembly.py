@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.engine.config.project import SourceProfile
 from {{ cookiecutter.package_name }}.engine.errors import FatalError, SourceUnavailableError
 from {{ cookiecutter.package_name }}.engine.snapshot.chunking import Chunk
 from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo, TableSchema
-from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, SnapshotProgress
+from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
@@ -174,7 +174,7 @@ def _capture(done: dict[int, int]) -> TableCapture:
     chunks = tuple(Chunk(i, None if i == 0 else (10 * i,), None if i == 2 else (10 * (i + 1),)) for i in range(3))
     progress = SnapshotProgress(("id",), chunks, {i: BinlogPosition(FILE, p) for i, p in done.items()})
     schema = TableSchema("demo", "orders", (ColumnInfo("id", "int", "int", False),), ("id",))
-    checkpoint = Checkpoint("orders", 3, "snapshot", "r", snapshot=progress)
+    checkpoint = Checkpoint("orders", 3, Phase.SNAPSHOT, "r", snapshot=progress)
     start = min(progress.done.values())
     return TableCapture(TableSpec("orders", "orders"), schema, checkpoint, start, ByFirstKey(chunks), lambda v: v)
 

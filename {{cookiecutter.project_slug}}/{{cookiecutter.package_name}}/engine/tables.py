@@ -23,12 +23,35 @@ class TableSpec:
     source_table: str
     key: tuple[str, ...] | None = None
     chunk_size: int | None = None
-    delivery: Delivery | None = None
+    delivery: Delivery | str | None = None  # a Delivery member or its value ("at_least_once")
     tags: tuple[str, ...] = ()
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
     expectations: Callable[[], Sequence[Any]] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # A misspelt mode must fail here, naming the table, not quietly act as another mode.
+        where = f"table {self.name!r}"
+        if self.delivery is not None:
+            object.__setattr__(self, "delivery", Delivery.parse(self.delivery, f"{where}: delivery"))
+        # Table modules are user code: check what the types only promise.
+        size: object = self.chunk_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ConfigError(f"{where}: chunk_size is {size!r}; use a positive whole number of rows")
+        key: object = self.key
+        if isinstance(key, str):  # key="id" would iterate as ("i", "d")
+            key = (key,)
+            object.__setattr__(self, "key", key)
+        if key is not None and (not isinstance(key, tuple | list) or not key
+                                or not all(isinstance(k, str) and k for k in key)):
+            raise ConfigError(f"{where}: key is {key!r}; use a tuple of column names, e.g. key=(\"id\",)")
+        if isinstance(key, list):
+            object.__setattr__(self, "key", tuple(key))
+
+    def delivery_or(self, default: Delivery) -> Delivery:
+        """This table's delivery mode, or the project's default when it sets none."""
+        return Delivery(self.delivery) if self.delivery is not None else default
 
 
 def discover(package: ModuleType) -> dict[str, TableSpec]:
@@ -56,6 +79,8 @@ def _import_table_module(package: ModuleType, info: pkgutil.ModuleInfo) -> Modul
             f"table module {_module_file(package, info)} has a syntax error at line {exc.lineno}: "
             f"{exc.msg}; fix it, or move the file out of the tables folder"
         ) from exc
+    except ConfigError as exc:  # a TableSpec refusing its arguments: its message says what to fix
+        raise ConfigError(f"table module {_module_file(package, info)}: {exc}") from exc
     except Exception as exc:  # whatever the module's own code raises, report it against its file
         detail = " ".join(str(exc).split()) or "no message"
         raise ConfigError(

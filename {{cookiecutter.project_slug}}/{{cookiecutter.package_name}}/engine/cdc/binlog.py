@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -36,11 +36,11 @@ from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsE
 
 from ..config.project import SourceProfile
 from ..errors import FatalError, SourceUnavailableError
+from ..ops import Op
 from ..source.statements import Kind, TableName, classify
 from ..source.typemap import binlog_values
 from ..state.positions import BinlogPosition
 
-Op = Literal["c", "u", "d"]
 PURGED_OR_MISSING = 1236
 # MariaDB GTID event flag: the event group is one statement without COMMIT/XID (DDL).
 GTID_STANDALONE = 1
@@ -261,12 +261,12 @@ class BinlogSource:
                 after = binlog_values(row["after_values"], row["after_none_sources"])
                 if any(before[k] != after[k] for k in self._keys[table]):
                     index += 1
-                    tx.changes.append(RowChange(table, "d", before, end, index, ts))
+                    tx.changes.append(RowChange(table, Op.DELETE, before, end, index, ts))
                 index += 1
-                tx.changes.append(RowChange(table, "u", after, end, index, ts))
+                tx.changes.append(RowChange(table, Op.UPDATE, after, end, index, ts))
             else:
                 index += 1
-                op: Op = "c" if isinstance(event, WriteRowsEvent) else "d"
+                op = Op.INSERT if isinstance(event, WriteRowsEvent) else Op.DELETE
                 values = binlog_values(row["values"], row["none_sources"])
                 tx.changes.append(RowChange(table, op, values, end, index, ts))
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
-from ..config.project import ProjectConfig
+from ..config.project import Delivery, Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..run import failures
 from ..sink import bronze
@@ -99,7 +99,7 @@ def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
 
 
 def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
-                checkpoint: Checkpoint, delivery: str, *, read_to: BinlogPosition | None = None,
+                checkpoint: Checkpoint, delivery: Delivery, *, read_to: BinlogPosition | None = None,
                 hold_idle: bool = False) -> TableCapture:
     """``read_to``: how far this process already read the binlog past the checkpoint without
     finding a row of the table (an idle advance held in memory); reading resumes there."""
@@ -110,7 +110,7 @@ def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: T
     if read_to is not None and read_to > start:
         start = read_to
     locator = None
-    if delivery == "exactly_once" and progress is not None and start < progress.high_watermark:
+    if delivery == Delivery.EXACTLY_ONCE and progress is not None and start < progress.high_watermark:
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
     return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
                         hold_idle=hold_idle)
@@ -281,7 +281,7 @@ class CatchUp:
                 continue
             checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
             try:
-                written = bronze.append_rows(self.spark, self.config.table_path("bronze", capture.spec.name),
+                written = bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),
                                              capture.rows, bronze.bronze_schema(spark_schema(capture.schema)),
                                              checkpoint)
             except Exception as exc:  # one table's failed commit never stops the others

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
 import yaml
@@ -26,8 +27,26 @@ PROFILES_FILE = "profiles.yml"
 DEFAULT_CHUNK_SIZE = 50_000
 DEFAULT_COMMIT_ROWS = 1_000_000
 
-Delivery = Literal["exactly_once", "at_least_once"]
-DELIVERY_MODES: tuple[Delivery, ...] = ("exactly_once", "at_least_once")
+
+class Delivery(StrEnum):
+    """How binlog changes inside a snapshot chunk's watermark window are treated."""
+
+    EXACTLY_ONCE = "exactly_once"  # drop the changes a chunk's rows already contain
+    AT_LEAST_ONCE = "at_least_once"  # apply them again (MERGE on _seq makes that harmless)
+
+    @classmethod
+    def parse(cls, value: object, where: str) -> Delivery:
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise ConfigError(
+                f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}"
+            ) from None
+
+
+class Layer(StrEnum):
+    BRONZE = "bronze"  # the changelog: every change, appended
+    SILVER = "silver"  # the current state: MERGE on the key
 
 
 @dataclass(frozen=True)
@@ -81,7 +100,7 @@ class ProjectConfig:
     source: SourceProfile
     target: str = "dev"  # the profile output in use; a target with a lake of its own has its own target_dir
 
-    def table_path(self, layer: Literal["bronze", "silver"], table: str) -> str:
+    def table_path(self, layer: Layer, table: str) -> str:
         return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
 
 
@@ -110,11 +129,7 @@ def load_project(
     defaults = project.get("defaults") or {}
     binlog = project.get("binlog") or {}
     server_ids = binlog.get("server_id_range", [5400, 5499])
-    delivery = defaults.get("delivery", "exactly_once")
-    if delivery not in DELIVERY_MODES:
-        raise ConfigError(
-            f"{PROJECT_FILE}: defaults.delivery is {delivery!r}; use one of {DELIVERY_MODES}"
-        )
+    delivery = Delivery.parse(defaults.get("delivery", Delivery.EXACTLY_ONCE), f"{PROJECT_FILE}: defaults.delivery")
     even = defaults.get("even_distribution", [0.05, 1000.0])
     project_lake = str(_required(project, "lake_root", PROJECT_FILE))
     lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
-from ..config.project import ProjectConfig
+from ..config.project import Layer, ProjectConfig
 from ..errors import DataQualityError, IngestError
 from ..sink import deltalog
 from ..source.connection import connection, qualified, query, start_consistent_snapshot
@@ -83,8 +83,8 @@ def count_source(config: ProjectConfig, specs: Sequence[TableSpec]) -> SourceCou
 def silver_state(spark: SparkSession, config: ProjectConfig, spec: TableSpec) -> SilverState:
     """Where silver of ``spec`` stands; ``NotComparable`` when it is not in the lake or its
     snapshot is not finished."""
-    bronze_path = config.table_path("bronze", spec.name)
-    merged = _newest_merge(spark, config.table_path("silver", spec.name))
+    bronze_path = config.table_path(Layer.BRONZE, spec.name)
+    merged = _newest_merge(spark, config.table_path(Layer.SILVER, spec.name))
     if merged is None:
         raise NotComparable(
             f"table {spec.name} is not in the lake at {config.lake_root}: dq checks the lake that "
@@ -208,7 +208,7 @@ def _in_order(specs: Sequence[TableSpec], results: list) -> list:
 
 def _silver_at(spark: SparkSession, config: ProjectConfig, spec: TableSpec, state: SilverState) -> DataFrame:
     return (spark.read.format("delta").option("versionAsOf", state.version)
-            .load(config.table_path("silver", spec.name)))
+            .load(config.table_path(Layer.SILVER, spec.name)))
 
 
 def _newest_merge(spark: SparkSession, silver_path: str) -> tuple[int, int] | None:

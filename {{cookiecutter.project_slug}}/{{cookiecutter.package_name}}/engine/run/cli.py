@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.project import PROJECT_FILE, ProjectConfig, load_project, peek_target_dir
+from ..config.project import PROJECT_FILE, Layer, ProjectConfig, load_project, peek_target_dir
 from ..errors import ConfigError, IngestError
 from ..sink import paths as lake
 from . import failures
-from .results import RunStatus, write_run_results
+from .results import MaintenanceResult, RunStatus, write_run_results
 
 log = logging.getLogger("lakehouse")
 
@@ -62,7 +62,7 @@ class Failure:
     line: str  # the one line on stderr
     message: str  # recorded in run_results.json
     exit_code: int
-    status: RunStatus = "error"
+    status: RunStatus = RunStatus.ERROR
     category: str = "internal"
 
 
@@ -212,7 +212,7 @@ def _failure(exc: BaseException, command: str, lake_root: str | None, log_path: 
     details = f"; details in {_shown(log_path)}" if log_path else ""
     # After Ctrl-C, Spark's cancelled jobs surface as errors of their own: still the interruption.
     if isinstance(exc, KeyboardInterrupt) or failures.was_interrupted():
-        return Failure(f"ERROR: {INTERRUPTED}", INTERRUPTED, 130, "interrupted", "interrupted")
+        return Failure(f"ERROR: {INTERRUPTED}", INTERRUPTED, 130, RunStatus.INTERRUPTED, "interrupted")
     error: IngestError | None
     if isinstance(exc, IngestError):
         error, details = exc, ""
@@ -373,7 +373,7 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
             results = some_failed.results
     failed = _print_results(results, args.log_format)
     write_run_results(config.target_dir, invocation_id=invocation, command="ingest",
-                      started_at=started, status="error" if failed else "success", results=results,
+                      started_at=started, status=RunStatus.ERROR if failed else RunStatus.SUCCESS, results=results,
                       message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
     return 1 if failed else 0
 
@@ -394,7 +394,8 @@ def cmd_follow(args, config, package, invocation, started) -> int:
     summary = (f"{outcome.cycles} cycle(s), {outcome.cycles - outcome.idle_cycles} ingested, "
                f"{outcome.rows} row(s)")
     write_run_results(config.target_dir, invocation_id=invocation, command="follow",
-                      started_at=started, status="error" if failed else "success", results=outcome.results,
+                      started_at=started, status=RunStatus.ERROR if failed else RunStatus.SUCCESS,
+                      results=outcome.results,
                       message=f"{len(failed)} of {len(outcome.results)} table(s) failed; {summary}"
                       if failed else summary,
                       extra={"cycles": outcome.cycles, "idle_cycles": outcome.idle_cycles})
@@ -404,12 +405,12 @@ def cmd_follow(args, config, package, invocation, started) -> int:
 def _print_results(results, log_format: str = "text") -> list:
     """One line per table on stdout, each failure's line on stderr; returns the failed ones."""
     for r in results:
-        if r.status == "success":
+        if r.status == RunStatus.SUCCESS:
             print(f"{r.table:<24} ok     snapshot rows {r.snapshot_rows:>8}  binlog rows {r.binlog_rows:>7}"
                   f"  batch {r.batch:>4}  position {r.position or '-'}")
         else:
             print(f"{r.table:<24} ERROR  see below")
-    failed = [r for r in results if r.status != "success"]
+    failed = [r for r in results if r.status != RunStatus.SUCCESS]
     for r in failed:
         _error_line(f"ERROR [{r.category}]: {r.message}", log_format, r.category)
     return failed
@@ -448,7 +449,7 @@ def cmd_dq(args, config, package, invocation, started) -> int:
         print(f"Data Docs: {docs}")
     failed = [r.table for r in results if not r.success]
     write_run_results(config.target_dir, invocation_id=invocation, command="dq", started_at=started,
-                      status="fail" if failed else "success", results=results)
+                      status=RunStatus.FAIL if failed else RunStatus.SUCCESS, results=results)
     if failed:
         _error_line(f"ERROR [data quality]: checks failed for {', '.join(failed)}; see the report above",
                     args.log_format, "data quality")
@@ -469,7 +470,7 @@ def cmd_maintain(args, config, package, invocation, started) -> int:
     lake.check_filesystem(spark, config.lake_root)
     results = []
     for spec in specs:
-        result = maintenance.MaintenanceResult(spec.name)
+        result = MaintenanceResult(spec.name)
         try:
             # The ingest lock: a MERGE reading files a compaction removes would fail.
             with table_locks(config.target_dir / "locks", [spec.name]):
@@ -484,14 +485,14 @@ def cmd_maintain(args, config, package, invocation, started) -> int:
                 print(f"{spec.name:<24} not in the lake yet: nothing to maintain")
         except Exception as exc:  # recorded against this table; the others go on
             error = as_table_error(exc, spec.name, config.lake_root)
-            result.status, result.message, result.category = "error", str(error), error.category
+            result.status, result.message, result.category = RunStatus.ERROR, str(error), error.category
             print(f"{spec.name:<24} ERROR  see below")
         results.append(result)
-    failed = [r for r in results if r.status != "success"]
+    failed = [r for r in results if r.status != RunStatus.SUCCESS]
     for r in failed:
         _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category)
     write_run_results(config.target_dir, invocation_id=invocation, command="maintain", started_at=started,
-                      status="error" if failed else "success", results=results,
+                      status=RunStatus.ERROR if failed else RunStatus.SUCCESS, results=results,
                       message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
     return 1 if failed else 0
 
@@ -501,8 +502,8 @@ def cmd_status(args, config, package, invocation, started) -> int:
 
     specs = _specs(args, package)
     if _is_local(config.lake_root):
-        states = [status.read_local(s.name, config.table_path("bronze", s.name), config.table_path("silver", s.name))
-                  for s in specs]
+        states = [status.read_local(s.name, config.table_path(Layer.BRONZE, s.name),
+                                    config.table_path(Layer.SILVER, s.name)) for s in specs]
     else:  # a Hadoop path (s3a://) is only readable through Spark
         states = _states_through_spark(config, [s.name for s in specs])
     lags, note = _source_lags(config, states)
@@ -529,7 +530,7 @@ def _states_through_spark(config: ProjectConfig, tables: Sequence[str]) -> list:
     spark = get_spark(config)
     states = []
     for table in tables:
-        bronze_path, silver_path = config.table_path("bronze", table), config.table_path("silver", table)
+        bronze_path, silver_path = config.table_path(Layer.BRONZE, table), config.table_path(Layer.SILVER, table)
         if not bronze.exists(spark, bronze_path):
             states.append(status.TableState(table))
             continue
@@ -579,12 +580,12 @@ def cmd_validate(args, config, package, invocation, started) -> int:
 
 
 def cmd_debug(args, config, package, invocation, started) -> int:
-    from .debug import run_checks
+    from .debug import Outcome, run_checks
 
     failed = 0
     for check in run_checks(config, lambda: len(_all_specs(package))):
         print(check.line())
-        failed += check.outcome == "FAIL"
+        failed += check.outcome == Outcome.FAIL
     print(f"{failed} check(s) failed" if failed else "All checks passed.")
     return 1 if failed else 0
 

@@ -42,6 +42,7 @@ from ..state.positions import BinlogPosition, bytes_behind
 from ..tables import TableSpec
 from . import failures
 from .pipeline import Pipeline, TableResult, TablesFailed
+from .results import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class FollowOutcome:
 
     @property
     def failed(self) -> list[TableResult]:
-        return [r for r in self.results if r.status != "success"]
+        return [r for r in self.results if r.status != RunStatus.SUCCESS]
 
 
 class SourceLink:

@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import pyarrow as pa
 import pymysql
@@ -28,7 +27,7 @@ from ..cdc.capture import (
     resume_position,
     schema_changed,
 )
-from ..config.project import ProjectConfig
+from ..config.project import Layer, ProjectConfig
 from ..errors import ConfigError, FatalError, IngestError
 from ..sink import bronze, silver
 from ..sink.spark import jvm_view
@@ -38,19 +37,17 @@ from ..source.connection import connect, current_position
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
 from ..source.typemap import spark_schema
-from ..state.checkpoint import Checkpoint, SnapshotProgress
+from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
+from .results import RunStatus
 
 log = logging.getLogger(__name__)
-
-Status = Literal["success", "error"]
-
 
 @dataclass
 class TableResult:
     table: str
-    status: Status = "success"
+    status: RunStatus = RunStatus.SUCCESS
     snapshot_rows: int = 0
     binlog_rows: int = 0
     batch: int = 0
@@ -78,7 +75,7 @@ class TablesFailed(FatalError):
     ``errors`` the error of each failed table (by table name)."""
 
     def __init__(self, results: Sequence[TableResult], errors: Mapping[str, IngestError] | None = None):
-        failed = [r for r in results if r.status != "success"]
+        failed = [r for r in results if r.status != RunStatus.SUCCESS]
         super().__init__(f"{len(failed)} of {len(results)} table(s) failed: "
                          + "; ".join(r.message for r in failed))
         self.results = list(results)
@@ -103,7 +100,7 @@ class _Table:
 
     def fail(self, exc: BaseException, lake_root: str | None = None) -> None:
         self.error = as_table_error(exc, self.spec.name, lake_root)
-        self.result.status = "error"
+        self.result.status = RunStatus.ERROR
         self.result.message = str(self.error)
         self.result.category = self.error.category
         log.error("%s: %s", self.spec.name, self.error)
@@ -216,7 +213,7 @@ class Pipeline:
         result: TableResult,
         require_snapshot: bool,
     ) -> Checkpoint:
-        path = self.config.table_path("bronze", spec.name)
+        path = self.config.table_path(Layer.BRONZE, spec.name)
         checkpoint = bronze.latest_checkpoint(self.spark, path)
         chunk_size = spec.chunk_size or self.config.defaults.chunk_size
         if checkpoint is None:
@@ -225,7 +222,7 @@ class Pipeline:
                                   table=spec.name)
             chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
             log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size)
-            checkpoint = Checkpoint(spec.name, 0, "snapshot", self.run_id,
+            checkpoint = Checkpoint(spec.name, 0, Phase.SNAPSHOT, self.run_id,
                                     snapshot=SnapshotProgress(schema.key, tuple(chunks)))
         elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
             raise FatalError(
@@ -234,7 +231,7 @@ class Pipeline:
             )
         else:
             self._check_lake_schema(spec.name, schema, path)
-        if checkpoint.phase != "snapshot" or checkpoint.snapshot is None:
+        if checkpoint.phase != Phase.SNAPSHOT or checkpoint.snapshot is None:
             return checkpoint
         pending = reading_order(checkpoint.snapshot.pending)
         total = len(checkpoint.snapshot.chunks)
@@ -243,16 +240,16 @@ class Pipeline:
         done_before = len(checkpoint.snapshot.done)
         for first in range(0, len(pending), per_commit):
             batch = pending[first : first + per_commit]
-            attempt = Checkpoint(spec.name, checkpoint.batch + 1, "snapshot", self.run_id,
+            attempt = Checkpoint(spec.name, checkpoint.batch + 1, Phase.SNAPSHOT, self.run_id,
                                  snapshot=checkpoint.snapshot)
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=batch,
                 bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
                 # A silver transform is Spark code: silver then takes the rows by MERGE only.
-                silver_path=self.config.table_path("silver", spec.name) if spec.transform is None else None,
+                silver_path=self.config.table_path(Layer.SILVER, spec.name) if spec.transform is None else None,
             )
             progress = checkpoint.snapshot.with_done(watermarks)
-            checkpoint = Checkpoint(spec.name, attempt.batch, "snapshot", self.run_id, snapshot=progress)
+            checkpoint = Checkpoint(spec.name, attempt.batch, Phase.SNAPSHOT, self.run_id, snapshot=progress)
             result.snapshot_rows += rows
             elapsed = max(time.monotonic() - started, 1e-6)
             log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s%s", spec.name,
@@ -287,7 +284,7 @@ class Pipeline:
             name = table.spec.name
             try:
                 captures[name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
-                                             table.spec.delivery or delivery,
+                                             table.spec.delivery_or(delivery),
                                              read_to=self._read_past(name, table.checkpoint),
                                              hold_idle=name in hold_idle)
             except Exception as exc:
@@ -308,8 +305,8 @@ class Pipeline:
         try:
             silver.apply(
                 self.spark,
-                bronze_path=self.config.table_path("bronze", table.spec.name),
-                silver_path=self.config.table_path("silver", table.spec.name),
+                bronze_path=self.config.table_path(Layer.BRONZE, table.spec.name),
+                silver_path=self.config.table_path(Layer.SILVER, table.spec.name),
                 key=table.schema.key,
                 upto_batch=table.checkpoint.batch,
                 transform=table.spec.transform,
@@ -328,7 +325,7 @@ class Pipeline:
     def _drop_lake_tables(self, name: str) -> None:
         jvm = jvm_view(self.spark)  # Hadoop FileSystem works for local paths and s3a:// alike
         hadoop_conf = self.spark._jsc.hadoopConfiguration()
-        for layer in ("bronze", "silver"):
+        for layer in Layer:
             path = jvm.org.apache.hadoop.fs.Path(self.config.table_path(layer, name))
             path.getFileSystem(hadoop_conf).delete(path, True)
         log.info("%s: full refresh, dropped bronze and silver", name)

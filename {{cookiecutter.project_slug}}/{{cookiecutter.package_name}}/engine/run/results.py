@@ -12,14 +12,36 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sink.maintenance import LayerReport
 
 SCHEMA_VERSION = 1
 FILE_NAME = "run_results.json"
 
-RunStatus = Literal["success", "fail", "error", "interrupted"]
+
+class RunStatus(StrEnum):
+    """The outcome of an invocation, and of each table in it (a table: success or error)."""
+
+    SUCCESS = "success"
+    FAIL = "fail"  # quality checks ran and failed
+    ERROR = "error"
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM
+
+
+@dataclass
+class MaintenanceResult:
+    """One table's ``maintain`` outcome: each layer's file count before and after."""
+
+    table: str
+    status: RunStatus = RunStatus.SUCCESS
+    layers: list[LayerReport] = field(default_factory=list)
+    message: str = ""
+    category: str = ""
 
 
 def write_run_results(
@@ -44,7 +66,7 @@ def write_run_results(
             "started_at": started_at.isoformat(),
             "finished_at": finished.isoformat(),
         },
-        "status": status,
+        "status": status.value,
         "message": message,
         "elapsed_seconds": round((finished - started_at).total_seconds(), 3),
         "results": [asdict(r) if is_dataclass(r) and not isinstance(r, type) else r for r in results],

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sink.commitfile import Commit, parse_commit
-from ..state.checkpoint import Checkpoint
+from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition, bytes_behind
 from .results import FILE_NAME as RUN_RESULTS
 
@@ -40,9 +40,9 @@ class TableState:
         cp = self.checkpoint
         if cp is None:
             return self.note or "not ingested yet"
-        if cp.phase == "snapshot" and cp.snapshot is not None:
+        if cp.phase == Phase.SNAPSHOT and cp.snapshot is not None:
             return f"snapshot {len(cp.snapshot.done)}/{len(cp.snapshot.chunks)} chunks"
-        return cp.phase
+        return cp.phase.value
 
     @property
     def position(self) -> BinlogPosition | None:

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from ..config.project import Layer
 from ..errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 MIN_RETENTION_HOURS = 168  # Delta's own safety floor (7 days)
-LAYERS = ("bronze", "silver")
+LAYERS = tuple(Layer)
 
 
 @dataclass(frozen=True)
@@ -47,19 +48,10 @@ class MaintenanceOptions:
 
 @dataclass(frozen=True)
 class LayerReport:
-    layer: str
+    layer: Layer
     files_before: int
     files_after: int
     seconds: float
-
-
-@dataclass
-class MaintenanceResult:
-    table: str
-    status: str = "success"
-    layers: list[LayerReport] = field(default_factory=list)
-    message: str = ""
-    category: str = ""
 
 
 def active_files(spark: SparkSession, path: str) -> int:
@@ -70,7 +62,7 @@ def active_files(spark: SparkSession, path: str) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def maintain_layer(spark: SparkSession, path: str, layer: str, options: MaintenanceOptions) -> LayerReport:
+def maintain_layer(spark: SparkSession, path: str, layer: Layer, options: MaintenanceOptions) -> LayerReport:
     """OPTIMIZE (bin-packing compaction) and, unless disabled, VACUUM one Delta table."""
     from delta.tables import DeltaTable
 

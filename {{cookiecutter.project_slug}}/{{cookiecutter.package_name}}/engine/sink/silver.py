@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError
+from ..ops import Op
 from ..source.connection import quote_ident
 from . import bronze, deltalog
 
@@ -114,7 +115,7 @@ def apply(
     columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
     commit = Commit(app_id=f"silver:{name}", batch=upto_batch, table=name)
     if deltalog.newest_version(spark, silver_path) < 0:
-        snapshot_only = changes.where(F.col("_op") != "r").isEmpty()  # Parquet statistics answer
+        snapshot_only = changes.where(F.col("_op") != Op.READ.value).isEmpty()  # Parquet statistics answer
         rows = changes if snapshot_only else latest_per_key(changes, key)
         _create(spark, silver_path, _shaped(rows.select(*columns, *SILVER_META), transform), commit,
                 keep_files=snapshot_only)
@@ -174,7 +175,7 @@ def arrow_facts(rows: pa.Table, key: Sequence[str], schema: T.StructType) -> Bat
             low, high = (v.as_py() for v in pc.min_max(rows[k]).values())
             if low is not None:
                 bounds.append((k, low, high))
-    snapshot_only = rows.num_rows == 0 or bool(pc.all(pc.equal(rows["_op"], "r")).as_py())
+    snapshot_only = rows.num_rows == 0 or bool(pc.all(pc.equal(rows["_op"], Op.READ.value)).as_py())
     return BatchFacts(rows=rows.num_rows, snapshot_only=snapshot_only, key_bounds=tuple(bounds))
 
 
@@ -182,7 +183,7 @@ def batch_facts(changes: DataFrame, key: Sequence[str]) -> BatchFacts:
     """Row count, whether all rows are snapshot rows, and the bounds of range-able key columns."""
     types = {f.name: f.dataType for f in changes.schema.fields}
     bounded = [k for k in key if isinstance(types[k], RANGE_KEY_TYPES)]
-    aggregates = [F.count(F.lit(1)), F.max((F.col("_op") != "r").cast("int"))]
+    aggregates = [F.count(F.lit(1)), F.max((F.col("_op") != Op.READ.value).cast("int"))]
     for k in bounded:
         aggregates += [F.min(F.col(quote_ident(k))), F.max(F.col(quote_ident(k)))]
     row = changes.agg(*aggregates).first()
@@ -219,7 +220,7 @@ def enable_deletion_vectors(spark: SparkSession, path: str, table: str) -> None:
 def _shaped(rows: DataFrame, transform: Transform | None, *, drop_deletes: bool = True) -> DataFrame:
     if transform is not None:
         rows = transform(rows)
-    return rows.where("_op != 'd'") if drop_deletes else rows
+    return rows.where(F.col("_op") != Op.DELETE.value) if drop_deletes else rows
 
 
 def _snapshot_only_until(spark: SparkSession, bronze_path: str, batch: int) -> bool:
@@ -230,7 +231,7 @@ def _snapshot_only_until(spark: SparkSession, bronze_path: str, batch: int) -> b
     Parquet statistics of ``_op`` let it skip nearly every row group."""
     if batch < 0:
         return True
-    return bronze.read_batches(spark, bronze_path, -1, batch).where(F.col("_op") != "r").isEmpty()
+    return bronze.read_batches(spark, bronze_path, -1, batch).where(F.col("_op") != Op.READ.value).isEmpty()
 
 
 def _writer(rows: DataFrame, commit: Commit) -> DataFrameWriter:
@@ -280,9 +281,9 @@ def _merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str]
                 DeltaTable.forPath(spark, path)
                 .alias("t")
                 .merge(latest.alias("s"), merge_condition(key, bounds, types))
-                .whenMatchedDelete(condition="s._op = 'd' AND s._seq > t._seq")
-                .whenMatchedUpdate(condition="s._op != 'd' AND s._seq > t._seq", set=values)
-                .whenNotMatchedInsert(condition="s._op != 'd'", values=values)
+                .whenMatchedDelete(condition=f"s._op = '{Op.DELETE}' AND s._seq > t._seq")
+                .whenMatchedUpdate(condition=f"s._op != '{Op.DELETE}' AND s._seq > t._seq", set=values)
+                .whenNotMatchedInsert(condition=f"s._op != '{Op.DELETE}'", values=values)
                 .execute()
             )
     except (CapturedException, Py4JJavaError) as exc:

@@ -44,6 +44,7 @@ from pyspark.sql import types as T
 
 from .. import errors
 from ..config.project import SourceProfile
+from ..ops import Op
 from ..sink import bronze, deltafiles
 from ..sink.silver import SILVER_META
 from ..source.connection import connection, qualified, start_consistent_snapshot
@@ -51,7 +52,7 @@ from ..source.introspect import TableSchema
 from ..source.resultset import TextResult
 from ..source.textcolumns import column_converter
 from ..source.typemap import select_list, spark_schema
-from ..state.checkpoint import Checkpoint
+from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition, sequence
 from .arrows import arrow_schema
 from .chunking import Chunk, chunk_predicate
@@ -106,7 +107,7 @@ def stage_chunk(task: ChunkTask) -> StagedChunk:
     now = dt.datetime.now(dt.UTC)
     with connection(task.profile) as conn:
         watermark = start_consistent_snapshot(conn)
-        meta = ("r", sequence(watermark, 0), watermark.file, watermark.offset, None, now,
+        meta = (Op.READ.value, sequence(watermark, 0), watermark.file, watermark.offset, None, now,
                 task.run_id, task.batch)
         result = TextResult(conn, sql, args)
         fields = list(schema)[: len(table.columns)]
@@ -253,7 +254,7 @@ def snapshot_batch(
         committed = Checkpoint(
             table=checkpoint.table,
             batch=checkpoint.batch,
-            phase="snapshot",
+            phase=Phase.SNAPSHOT,
             run_id=checkpoint.run_id,
             snapshot=checkpoint.snapshot.with_done(watermarks),  # type: ignore[union-attr]
         )

@@ -10,14 +10,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from ..snapshot.chunking import Chunk
 from .positions import BinlogPosition
 from .values import decode_key, encode_key
 
 FORMAT_VERSION = 1
-Phase = Literal["snapshot", "binlog"]
+
+
+class Phase(StrEnum):
+    SNAPSHOT = "snapshot"  # chunks still to copy; binlog events of copied chunks are applied too
+    BINLOG = "binlog"  # every chunk copied: the table follows the binlog
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,7 @@ class Checkpoint:
             "format": FORMAT_VERSION,
             "table": self.table,
             "batch": self.batch,
-            "phase": self.phase,
+            "phase": self.phase.value,
             "run_id": self.run_id,
             "position": self.position.to_json() if self.position else None,
             "snapshot": None,
@@ -95,7 +100,7 @@ class Checkpoint:
         return cls(
             table=body["table"],
             batch=int(body["batch"]),
-            phase=body["phase"],
+            phase=Phase(body["phase"]),
             run_id=body["run_id"],
             snapshot=snapshot,
             position=BinlogPosition.from_json(body["position"]) if body.get("position") else None,
@@ -106,5 +111,5 @@ class Checkpoint:
         snapshot = self.snapshot
         if snapshot is not None and position >= snapshot.high_watermark:
             snapshot = None
-        return replace(self, batch=self.batch + 1, phase="binlog", position=position,
+        return replace(self, batch=self.batch + 1, phase=Phase.BINLOG, position=position,
                        snapshot=snapshot, run_id=run_id)
