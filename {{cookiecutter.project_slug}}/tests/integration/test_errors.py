@@ -75,8 +75,9 @@ def test_a_user_without_replication_grants_fails_preflight(config, mariadb):
         GRANT SELECT ON `{config.source.database}`.* TO 'reader'@'127.0.0.1';
     """)
     reader = replace(config.source, user="reader", password="pw")
-    with connection(reader) as conn, pytest.raises(PreflightError, match="REPLICATION SLAVE"):
+    with connection(reader) as conn, pytest.raises(PreflightError, match="REPLICATION SLAVE") as refused:
         run_preflight(conn)
+    assert refused.value.setting == "REPLICATION SLAVE"
 
 
 def _customers() -> list[TableSpec]:
@@ -115,8 +116,11 @@ def test_a_purged_binlog_position_names_the_re_snapshot_command(spark, config, m
                 break
             assert time.monotonic() < deadline, f"{checkpoint_file} was not purged within 30 s"
             time.sleep(0.2)
-    with pytest.raises(FatalError, match="no longer on the source.*FULL_REFRESH=1"):
+    with pytest.raises(FatalError, match="no longer on the source.*FULL_REFRESH=1") as stopped:
         Pipeline(config, spark, "run-3").ingest(_customers())
+    error = stopped.value.errors["customers"]
+    assert error.table == "customers" and str(error.position).startswith(f"{checkpoint_file}:")
+    assert stopped.value.results[0].error_position == error.position
 
 
 def test_a_configured_key_the_source_does_not_enforce_as_unique_is_refused(config, mariadb):

@@ -69,6 +69,17 @@ def test_a_missing_environment_variable_replaces_an_earlier_success(tmp_path, ca
     assert run(root, "dq") == 2
     assert len(stderr_lines(capsys)) == 1
     assert recorded(root)["status"] == "error" and "LAKEHOUSE_TEST_UNSET" in recorded(root)["message"]
+    assert recorded(root)["error"] == {"category": "configuration", "setting": "LAKEHOUSE_TEST_UNSET"}
+
+
+def test_a_json_error_line_carries_the_setting_to_change_as_a_field(tmp_path, capsys):
+    root = project(tmp_path, project_yml=PROJECT + "defaults: {delivery: exactly-once}\n")
+    assert run(root, "ingest", "--log-format", "json") == 2
+    lines = stderr_lines(capsys)
+    assert len(lines) == 1, lines
+    line = json.loads(lines[0])
+    assert line["level"] == "error" and line["category"] == "configuration" and line["exit_code"] == 2
+    assert line["setting"] == "defaults.delivery" and "'exactly-once'" in line["message"]
 
 
 def table_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module_source: str) -> str:

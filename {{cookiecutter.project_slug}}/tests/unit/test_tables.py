@@ -34,8 +34,8 @@ def test_a_delivery_given_as_text_becomes_the_mode_and_overrides_the_project_def
 
 
 def test_a_single_key_column_given_as_text_is_one_column_not_its_letters():
-    assert TableSpec("orders", "orders", key="id").key == ("id",)  # type: ignore[arg-type]
-    assert TableSpec("orders", "orders", key=["a", "b"]).key == ("a", "b")  # type: ignore[arg-type]
+    assert TableSpec("orders", "orders", key="id").key == ("id",)
+    assert TableSpec("orders", "orders", key=["a", "b"]).key == ("a", "b")
 
 
 @pytest.mark.parametrize("key", [(), ("",), (1,)])
@@ -48,3 +48,9 @@ def test_an_empty_or_non_text_key_is_refused(key):
 def test_a_chunk_size_that_is_not_a_positive_whole_number_is_refused(size):
     with pytest.raises(ConfigError, match=f"table 'orders': chunk_size is {size!r}"):
         TableSpec("orders", "orders", chunk_size=size)
+
+
+def test_a_refused_table_argument_carries_the_table_and_setting_as_fields():
+    with pytest.raises(ConfigError) as refused:
+        TableSpec("orders", "orders", chunk_size=0)
+    assert refused.value.fields() == {"category": "configuration", "table": "orders", "setting": "chunk_size"}

@@ -1,7 +1,8 @@
 """One root exception with categories, each with its exit code.
 
-Messages are one line: what is wrong, where (table, setting or offset) and the fix. They never
-carry secrets: connection errors are rebuilt from host, port and user only.
+Messages are one line: what is wrong, where (table, setting or offset) and the fix; the places
+are also fields of the error. They never carry secrets: connection errors are rebuilt from
+host, port and user only.
 """
 
 from __future__ import annotations
@@ -10,23 +11,34 @@ from __future__ import annotations
 class IngestError(Exception):
     """Root of every error the engine raises on purpose.
 
-    ``table`` names the table at fault when there is one: a run records the error against that
-    table and goes on with the others (one table's failure never stops the rest).
+    Fields say where the fault is, for run_results.json and the JSON log, so nothing downstream
+    parses the message: ``table`` the table at fault (a run records the error against it and
+    goes on with the others), ``setting`` the project, profile or server setting to change,
+    ``position`` the binlog position (``file:offset``) the error happened at.
     """
 
     exit_code = 1
     category = "error"
 
-    def __init__(self, message: str, *, table: str | None = None):
+    def __init__(self, message: str, *, table: str | None = None, setting: str | None = None,
+                 position: str | None = None):
         super().__init__(message)
         self.table = table
+        self.setting = setting
+        self.position = position
 
-    def __reduce__(self):  # keep ``table`` across pickling (errors of the binlog reader process)
-        return (_rebuild, (type(self), str(self), self.table))
+    def fields(self) -> dict[str, str]:
+        """The fields that are set, with the category: what a record of the error carries."""
+        found = {"table": self.table, "setting": self.setting, "position": self.position}
+        return {"category": self.category, **{k: v for k, v in found.items() if v is not None}}
+
+    def __reduce__(self):  # keep the fields across pickling (errors of the binlog reader process)
+        return (_rebuild, (type(self), str(self), self.table, self.setting, self.position))
 
 
-def _rebuild(cls: type[IngestError], message: str, table: str | None) -> IngestError:
-    return cls(message, table=table)
+def _rebuild(cls: type[IngestError], message: str, table: str | None, setting: str | None,
+             position: str | None) -> IngestError:
+    return cls(message, table=table, setting=setting, position=position)
 
 
 class ConfigError(IngestError):

@@ -34,18 +34,20 @@ class TableSpec:
         # A misspelt mode must fail here, naming the table, not quietly act as another mode.
         where = f"table {self.name!r}"
         if self.delivery is not None:
-            object.__setattr__(self, "delivery", Delivery.parse(self.delivery, f"{where}: delivery"))
+            object.__setattr__(self, "delivery", Delivery.parse(self.delivery, f"{where}: delivery", table=self.name))
         # Table modules are user code: check what the types only promise.
         size: object = self.chunk_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise ConfigError(f"{where}: chunk_size is {size!r}; use a positive whole number of rows")
+            raise ConfigError(f"{where}: chunk_size is {size!r}; use a positive whole number of rows",
+                              table=self.name, setting="chunk_size")
         key: object = self.key
         if isinstance(key, str):  # key="id" would iterate as ("i", "d")
             key = (key,)
             object.__setattr__(self, "key", key)
         if key is not None and (not isinstance(key, tuple | list) or not key
                                 or not all(isinstance(k, str) and k for k in key)):
-            raise ConfigError(f"{where}: key is {key!r}; use a tuple of column names, e.g. key=(\"id\",)")
+            raise ConfigError(f"{where}: key is {key!r}; use a tuple of column names, e.g. key=(\"id\",)",
+                              table=self.name, setting="key")
         if isinstance(key, list):
             object.__setattr__(self, "key", tuple(key))
 

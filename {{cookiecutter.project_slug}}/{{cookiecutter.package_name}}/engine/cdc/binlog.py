@@ -175,16 +175,19 @@ class BinlogSource:
             if code == PURGED_OR_MISSING:
                 raise FatalError(
                     f"binlog position {start} is no longer on the source ({exc.args[1]}): "
-                    "re-snapshot the table with `make ingest TABLE=<table> FULL_REFRESH=1`"
+                    "re-snapshot the table with `make ingest TABLE=<table> FULL_REFRESH=1`",
+                    position=str(start),
                 ) from None
             raise SourceUnavailableError(
                 f"lost the binlog connection to {self._profile.host}:{self._profile.port} "
-                f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit"
+                f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit",
+                position=str(start),
             ) from None
         except (OSError, pymysql.err.InterfaceError) as exc:
             raise SourceUnavailableError(
                 f"lost the binlog connection to {self._profile.host}:{self._profile.port} "
-                f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit"
+                f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit",
+                position=str(start),
             ) from None
         finally:
             with contextlib.suppress(pymysql.err.MySQLError, OSError):

@@ -75,16 +75,16 @@ class TableCapture:
     recent: dict[int, pa.Table] = field(default_factory=dict)
 
 
-def table_stopped(table: str, detail: str) -> FatalError:
+def table_stopped(table: str, detail: str, position: BinlogPosition | None = None) -> FatalError:
     return FatalError(
         f"table {table}: {detail}; nothing was written past the last checkpoint; re-snapshot with "
         f"`make ingest TABLE={table} FULL_REFRESH=1`",
-        table=table,
+        table=table, position=str(position) if position is not None else None,
     )
 
 
-def schema_changed(table: str, detail: str) -> FatalError:
-    return table_stopped(table, f"schema change ({detail}) is not supported yet")
+def schema_changed(table: str, detail: str, position: BinlogPosition | None = None) -> FatalError:
+    return table_stopped(table, f"schema change ({detail}) is not supported yet", position)
 
 
 def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
@@ -165,7 +165,7 @@ class CatchUp:
         for capture in purged_tables(conn, captures):
             self._fail(capture, table_stopped(
                 capture.spec.name, f"its binlog position {capture.start} is no longer on the source "
-                "(purged)"))
+                "(purged)", capture.start))
         active = [c for c in captures if c.failure is None]
         if not active:
             return
@@ -226,11 +226,13 @@ class CatchUp:
         for ddl in transaction.schema_changes:
             capture = by_source.get(ddl.table)
             if capture is not None and capture.failure is None and transaction.end > capture.start:
-                self._fail(capture, schema_changed(capture.spec.name, f"{ddl.statement!r} at {ddl.position}"))
+                self._fail(capture, schema_changed(capture.spec.name, f"{ddl.statement!r} at {ddl.position}",
+                                                          ddl.position))
         for problem in transaction.problems:
             capture = by_source.get(problem.table)
             if capture is not None and capture.failure is None and problem.position > capture.start:
-                self._fail(capture, table_stopped(capture.spec.name, f"{problem.reason} at {problem.position}"))
+                self._fail(capture, table_stopped(capture.spec.name, f"{problem.reason} at {problem.position}",
+                                                         problem.position))
         changes: dict[str, list[RowChange]] = {}
         for change in transaction.changes:
             capture = by_source.get(change.table)
@@ -253,7 +255,7 @@ class CatchUp:
             name not in change.values for name in capture.schema.column_names
         ):
             raise schema_changed(capture.spec.name, f"a row at {change.position} has columns "
-                                 f"{sorted(change.values)}")
+                                 f"{sorted(change.values)}", change.position)
         values = capture.convert(change.values)
         return (
             *values,

@@ -35,12 +35,13 @@ class Delivery(StrEnum):
     AT_LEAST_ONCE = "at_least_once"  # apply them again (MERGE on _seq makes that harmless)
 
     @classmethod
-    def parse(cls, value: object, where: str) -> Delivery:
+    def parse(cls, value: object, where: str, setting: str = "delivery", table: str | None = None) -> Delivery:
         try:
             return cls(str(value))
         except ValueError:
             raise ConfigError(
-                f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}"
+                f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}",
+                setting=setting, table=table,
             ) from None
 
 
@@ -129,7 +130,8 @@ def load_project(
     defaults = project.get("defaults") or {}
     binlog = project.get("binlog") or {}
     server_ids = binlog.get("server_id_range", [5400, 5499])
-    delivery = Delivery.parse(defaults.get("delivery", Delivery.EXACTLY_ONCE), f"{PROJECT_FILE}: defaults.delivery")
+    delivery = Delivery.parse(defaults.get("delivery", Delivery.EXACTLY_ONCE), f"{PROJECT_FILE}: defaults.delivery",
+                              "defaults.delivery")
     even = defaults.get("even_distribution", [0.05, 1000.0])
     project_lake = str(_required(project, "lake_root", PROJECT_FILE))
     lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
@@ -199,7 +201,7 @@ def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set
             return ""
         raise ConfigError(
             f"{where}: environment variable {name} is not set; export {name}=... "
-            "(secrets live only in the environment)"
+            "(secrets live only in the environment)", setting=name,
         )
 
     jinja = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
@@ -274,11 +276,11 @@ def _load_source(
     raw = render_env_vars(output, env, str(where), missing)
     for key in ("host", "port", "user", "password", "database"):
         if key not in raw:
-            raise ConfigError(f"{where}: output {target!r} lacks '{key}'")
+            raise ConfigError(f"{where}: output {target!r} lacks '{key}'", setting=key)
     try:
         port = int(raw["port"])
     except (TypeError, ValueError):
-        raise ConfigError(f"{where}: port {raw['port']!r} is not a number") from None
+        raise ConfigError(f"{where}: port {raw['port']!r} is not a number", setting="port") from None
     return SourceProfile(
         host=str(raw["host"]),
         port=port,
@@ -317,7 +319,7 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
     if key not in mapping:
-        raise ConfigError(f"{where}: '{key}' is required")
+        raise ConfigError(f"{where}: '{key}' is required", setting=key)
     return mapping[key]
 
 
@@ -325,7 +327,7 @@ def _positive_int(value: Any, name: str) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{PROJECT_FILE}: {name} must be a whole number") from None
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be a whole number", setting=name) from None
     if number <= 0:
-        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive")
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive", setting=name)
     return number

@@ -21,9 +21,9 @@ import json
 import logging
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class Failure:
     exit_code: int
     status: RunStatus = RunStatus.ERROR
     category: str = "internal"
+    fields: Mapping[str, str] = field(default_factory=dict)  # the error's table, setting, position
 
 
 def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentParser:
@@ -222,7 +223,8 @@ def _failure(exc: BaseException, command: str, lake_root: str | None, log_path: 
         message = f"internal error: {type(exc).__name__}: {failures.first_line(exc)}{details}"
         return Failure(f"ERROR: {message}", message, 1)
     message = " ".join(str(error).split()) + details
-    return Failure(f"ERROR [{error.category}]: {message}", message, error.exit_code, category=error.category)
+    return Failure(f"ERROR [{error.category}]: {message}", message, error.exit_code, category=error.category,
+                   fields=error.fields())
 
 
 def _report(failure: Failure, exc: BaseException, run: Invocation, target_dir: Path | None,
@@ -234,12 +236,13 @@ def _report(failure: Failure, exc: BaseException, run: Invocation, target_dir: P
         try:
             write_run_results(target_dir, invocation_id=run.id, command=run.command,
                               started_at=run.started, status=failure.status, results=[],
-                              message=failure.message)
+                              message=failure.message, extra={"error": dict(failure.fields)})
         except OSError as err:  # say so: the run_results.json there is an earlier run's
             log.error("cannot write run_results.json: %s", err, extra=FILE_ONLY)
             line += f" (run_results.json not written: {err.strerror})"
     if log_format == "json":
-        line = _json_line("error", line, category=failure.category, exit_code=failure.exit_code)
+        line = _json_line("error", line, **{"category": failure.category, **failure.fields},
+                          exit_code=failure.exit_code)
     print(line, file=sys.stderr)
     return failure.exit_code
 
@@ -256,9 +259,11 @@ class _JsonFormatter(logging.Formatter):
         return _json_line(record.levelname.lower(), record.getMessage(), logger=record.name, **extra)
 
 
-def _error_line(line: str, log_format: str, category: str) -> None:
-    """A failed table's or check's line on stderr, in the console's format."""
-    print(_json_line("error", line, category=category) if log_format == "json" else line, file=sys.stderr)
+def _error_line(line: str, log_format: str, category: str, **fields: str | None) -> None:
+    """A failed table's or check's line on stderr, in the console's format; ``fields`` (table,
+    setting, position) go into a JSON line when set."""
+    given = {k: v for k, v in fields.items() if v}
+    print(_json_line("error", line, category=category, **given) if log_format == "json" else line, file=sys.stderr)
 
 
 def _shown(path: Path | None) -> str:
@@ -412,7 +417,8 @@ def _print_results(results, log_format: str = "text") -> list:
             print(f"{r.table:<24} ERROR  see below")
     failed = [r for r in results if r.status != RunStatus.SUCCESS]
     for r in failed:
-        _error_line(f"ERROR [{r.category}]: {r.message}", log_format, r.category)
+        _error_line(f"ERROR [{r.category}]: {r.message}", log_format, r.category, table=r.table,
+                    setting=r.setting, position=r.error_position)
     return failed
 
 

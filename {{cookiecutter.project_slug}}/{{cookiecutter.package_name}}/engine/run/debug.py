@@ -89,7 +89,7 @@ def jars_check(config: ProjectConfig) -> Check:
 
 def source_checks(config: ProjectConfig) -> Iterator[Check]:
     from ..source.connection import connection, current_position, query
-    from ..source.preflight import REQUIRED, grant_problems, settings_problems
+    from ..source.preflight import REQUIRED, grant_problems, server_variables, settings_problems, user_grants
 
     source = config.source
     if source.unset:
@@ -103,17 +103,14 @@ def source_checks(config: ProjectConfig) -> Iterator[Check]:
             version = str(query(conn, "SELECT VERSION()")[0][0])
             yield Check(stage, Outcome.OK, f"{source.address} (server {version})")
             stage = "binlog settings"
-            wanted = (*REQUIRED, "binlog_transaction_compression", "binlog_row_value_options")
-            rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({', '.join(['%s'] * len(wanted))})",
-                         wanted)
-            variables = {str(k): str(v) for k, v in rows}
+            variables = server_variables(conn)
             problems = settings_problems(variables)
             shown = " ".join(f"{name}={variables.get(name, 'missing')}" for name in REQUIRED)
-            yield Check(stage, Outcome.FAIL if problems else Outcome.OK, "; ".join(problems) or shown)
+            yield Check(stage, Outcome.FAIL if problems else Outcome.OK, "; ".join(map(str, problems)) or shown)
             stage = "grants"
-            problems = grant_problems([str(r[0]) for r in query(conn, "SHOW GRANTS FOR CURRENT_USER()")])
+            problems = grant_problems(user_grants(conn))
             yield Check(stage, Outcome.FAIL if problems else Outcome.OK,
-                        "; ".join(problems) or "SELECT and replication")
+                        "; ".join(map(str, problems)) or "SELECT and replication")
             stage = "binlog position"
             yield Check(stage, Outcome.OK, str(current_position(conn)))
     except IngestError as exc:

@@ -55,6 +55,8 @@ class TableResult:
     seconds: float = 0.0
     message: str = ""
     category: str = ""
+    setting: str | None = None  # of the error: the setting to change, when one is at fault
+    error_position: str | None = None  # of the error: the binlog position it happened at
 
 
 def eta(done: int, left: int, elapsed_s: float) -> str:
@@ -103,6 +105,7 @@ class _Table:
         self.result.status = RunStatus.ERROR
         self.result.message = str(self.error)
         self.result.category = self.error.category
+        self.result.setting, self.result.error_position = self.error.setting, self.error.position
         log.error("%s: %s", self.spec.name, self.error)
 
 

@@ -7,6 +7,7 @@ server); ``run_preflight`` only gathers them. Each problem names the setting and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pymysql
 
@@ -27,48 +28,71 @@ WHY = {
 }
 
 
-def settings_problems(variables: Mapping[str, str]) -> list[str]:
+CHECKED = (*REQUIRED, "binlog_transaction_compression", "binlog_row_value_options")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing to fix on the source: the server setting or grant at fault, and the fix."""
+
+    setting: str  # a server variable (``binlog_format``) or a privilege (``REPLICATION SLAVE``)
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def settings_problems(variables: Mapping[str, str]) -> list[Problem]:
     problems = []
     for name, wanted in REQUIRED.items():
         actual = str(variables.get(name, "missing")).upper()
         if actual != wanted:
-            problems.append(
+            problems.append(Problem(name, (
                 f"{name} is {actual} on the source, must be {wanted} ({WHY[name]}): set "
                 f"{name}={wanted} in the server configuration and restart it"
-            )
+            )))
     if str(variables.get("binlog_transaction_compression", "OFF")).upper() == "ON":
-        problems.append(
+        problems.append(Problem("binlog_transaction_compression", (
             "binlog_transaction_compression is ON: compressed transactions cannot be decoded; "
             "set binlog_transaction_compression=OFF"
-        )
+        )))
     if "PARTIAL_JSON" in str(variables.get("binlog_row_value_options", "")).upper():
-        problems.append("binlog_row_value_options=PARTIAL_JSON hides JSON values: set it to ''")
+        problems.append(Problem("binlog_row_value_options",
+                                "binlog_row_value_options=PARTIAL_JSON hides JSON values: set it to ''"))
     return problems
 
 
-def grant_problems(grants: Sequence[str]) -> list[str]:
+def grant_problems(grants: Sequence[str]) -> list[Problem]:
     text = " ".join(g.upper() for g in grants)
     if "ALL PRIVILEGES ON *.*" in text:
         return []
     problems = []
     if "REPLICATION SLAVE" not in text and "REPLICATION REPLICA" not in text:
-        problems.append("the source user lacks REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO it")
+        problems.append(Problem("REPLICATION SLAVE",
+                                "the source user lacks REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO it"))
     if not any(p in text for p in ("REPLICATION CLIENT", "BINLOG MONITOR", "SUPER")):
-        problems.append(
+        problems.append(Problem("REPLICATION CLIENT", (
             "the source user lacks REPLICATION CLIENT (BINLOG MONITOR on MariaDB): grant it ON *.*"
-        )
+        )))
     if "SELECT" not in text:
-        problems.append("the source user lacks SELECT: GRANT SELECT ON <database>.* TO it")
+        problems.append(Problem("SELECT", "the source user lacks SELECT: GRANT SELECT ON <database>.* TO it"))
     return problems
 
 
+def server_variables(conn: pymysql.connections.Connection) -> dict[str, str]:
+    """The global variables the checks read."""
+    placeholders = ", ".join(["%s"] * len(CHECKED))
+    rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})", CHECKED)
+    return {str(k): str(v) for k, v in rows}
+
+
+def user_grants(conn: pymysql.connections.Connection) -> list[str]:
+    return [str(r[0]) for r in query(conn, "SHOW GRANTS FOR CURRENT_USER()")]
+
+
 def run_preflight(conn: pymysql.connections.Connection) -> None:
-    names = (*REQUIRED, "binlog_transaction_compression", "binlog_row_value_options")
-    placeholders = ", ".join(["%s"] * len(names))
-    rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})", names)
-    variables = {str(k): str(v) for k, v in rows}
-    grants = [str(r[0]) for r in query(conn, "SHOW GRANTS FOR CURRENT_USER()")]
-    problems = settings_problems(variables) + grant_problems(grants)
+    """Raise ``PreflightError`` for the first problem (its ``setting`` names what to change)."""
+    problems = settings_problems(server_variables(conn)) + grant_problems(user_grants(conn))
     if problems:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise PreflightError(problems[0] + more)
+        raise PreflightError(problems[0].message + more, setting=problems[0].setting)
