@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.config.defaults import DEFAULTS
 from {{ cookiecutter.package_name }}.engine.config.project import Defaults, load_project, peek_target_dir, render_env_vars
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 
@@ -15,6 +16,29 @@ def test_the_generated_project_file_loads_with_the_password_from_the_environment
     assert config.defaults.delivery == "exactly_once"
     assert config.server_ids[1] - config.server_ids[0] == 99
     assert "s3cret" not in repr(config)
+
+
+def test_the_generated_project_file_writes_out_the_builtin_defaults_it_does_not_ask_for():
+    import yaml
+
+    written = yaml.safe_load((PROJECT_ROOT / "lakehouse_project.yml").read_text())
+    defaults = written["defaults"]
+    assert (defaults["commit_rows"], defaults["delivery"], defaults["flush_rows"]) == (
+        DEFAULTS.commit_rows, DEFAULTS.delivery, DEFAULTS.flush_rows)
+    assert tuple(defaults["even_distribution"]) == DEFAULTS.even_distribution
+    assert written["target_dir"] == DEFAULTS.target_dir and written["quality"]["gx_root"] == DEFAULTS.gx_root
+
+
+def test_a_project_file_without_defaults_takes_the_builtin_ones(tmp_path):
+    (tmp_path / "lakehouse_project.yml").write_text("profile: p\nlake_root: lake\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev: {host: h, port: 1, user: u, password: x, database: d}\n")
+    config = load_project(tmp_path, env={})
+    assert config.defaults == Defaults(chunk_size=DEFAULTS.chunk_size, delivery=DEFAULTS.delivery,
+                                       flush_rows=DEFAULTS.flush_rows, even_distribution=DEFAULTS.even_distribution,
+                                       commit_rows=DEFAULTS.commit_rows)
+    assert config.server_ids == DEFAULTS.server_id_range and config.spark.master == DEFAULTS.spark_master
+    assert config.target == DEFAULTS.target and config.source.connect_timeout == DEFAULTS.connect_timeout_s
 
 
 def test_a_missing_password_names_the_environment_variable():

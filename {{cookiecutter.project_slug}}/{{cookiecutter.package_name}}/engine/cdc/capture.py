@@ -20,6 +20,7 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
+from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..run import failures
@@ -48,7 +49,7 @@ class RetryPolicy:
     attempts: int = 5
     first_backoff_s: float = 1.0
     max_backoff_s: float = 30.0
-    read_timeout_s: float = 60.0
+    read_timeout_s: float = DEFAULTS.binlog_read_timeout_s
 
     def backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.first_backoff_s * 2 ** (attempt - 1))

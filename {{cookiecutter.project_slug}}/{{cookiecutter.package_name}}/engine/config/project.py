@@ -18,14 +18,11 @@ import jinja2
 import yaml
 
 from ..errors import ConfigError
+from .defaults import DEFAULTS
 
 PROJECT_FILE = "lakehouse_project.yml"
 PROFILES_FILE = "profiles.yml"
 
-# Snapshot sizing: a chunk is one consistent-snapshot SELECT (short enough to keep undo small),
-# a commit gathers chunks read in parallel into one Delta commit (few, large commits are fast).
-DEFAULT_CHUNK_SIZE = 50_000
-DEFAULT_COMMIT_ROWS = 1_000_000
 
 
 class Delivery(StrEnum):
@@ -57,7 +54,7 @@ class SourceProfile:
     user: str
     password: str = field(repr=False)
     database: str
-    connect_timeout: int = 10
+    connect_timeout: int = DEFAULTS.connect_timeout_s
     # Environment variables the profile names but the environment lacks (rendered as ""); only
     # ever non-empty when loaded with ``require_env=False``, by commands that need no source.
     unset: tuple[str, ...] = ()
@@ -99,7 +96,7 @@ class ProjectConfig:
     defaults: Defaults
     server_ids: tuple[int, int]
     source: SourceProfile
-    target: str = "dev"  # the profile output in use; a target with a lake of its own has its own target_dir
+    target: str = DEFAULTS.target  # the profile output in use; a target with a lake of its own has its own target_dir
 
     def table_path(self, layer: Layer, table: str) -> str:
         return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
@@ -129,10 +126,10 @@ def load_project(
     spark = project.get("spark") or {}
     defaults = project.get("defaults") or {}
     binlog = project.get("binlog") or {}
-    server_ids = binlog.get("server_id_range", [5400, 5499])
-    delivery = Delivery.parse(defaults.get("delivery", Delivery.EXACTLY_ONCE), f"{PROJECT_FILE}: defaults.delivery",
+    server_ids = binlog.get("server_id_range", DEFAULTS.server_id_range)
+    delivery = Delivery.parse(defaults.get("delivery", DEFAULTS.delivery), f"{PROJECT_FILE}: defaults.delivery",
                               "defaults.delivery")
-    even = defaults.get("even_distribution", [0.05, 1000.0])
+    even = defaults.get("even_distribution", DEFAULTS.even_distribution)
     project_lake = str(_required(project, "lake_root", PROJECT_FILE))
     lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
     target_dir = _target_dir(root, project)
@@ -144,18 +141,18 @@ def load_project(
         # of its own (prod) keeps them in target/<target>/.
         target_dir=target_dir / target if own_lake else target_dir,
         # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/).
-        gx_dir=root / str((project.get("quality") or {}).get("gx_root", ".")),
+        gx_dir=root / str((project.get("quality") or {}).get("gx_root", DEFAULTS.gx_root)),
         spark=SparkSettings(
-            master=str(env.get("SPARK_MASTER") or spark.get("master", "local[*]")),
+            master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
             conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
             jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
         ),
         defaults=Defaults(
-            chunk_size=_positive_int(defaults.get("chunk_size", DEFAULT_CHUNK_SIZE), "defaults.chunk_size"),
+            chunk_size=_positive_int(defaults.get("chunk_size", DEFAULTS.chunk_size), "defaults.chunk_size"),
             delivery=delivery,
-            flush_rows=_positive_int(defaults.get("flush_rows", 50_000), "defaults.flush_rows"),
+            flush_rows=_positive_int(defaults.get("flush_rows", DEFAULTS.flush_rows), "defaults.flush_rows"),
             even_distribution=(float(even[0]), float(even[1])),
-            commit_rows=_positive_int(defaults.get("commit_rows", DEFAULT_COMMIT_ROWS), "defaults.commit_rows"),
+            commit_rows=_positive_int(defaults.get("commit_rows", DEFAULTS.commit_rows), "defaults.commit_rows"),
         ),
         server_ids=(int(server_ids[0]), int(server_ids[1])),
         source=source,
@@ -178,7 +175,7 @@ def peek_target_dir(root: Path) -> Path | None:
 
 
 def _target_dir(root: Path, project: Mapping[str, Any]) -> Path:
-    return root / str(project.get("target_dir") or "target")
+    return root / str(project.get("target_dir") or DEFAULTS.target_dir)
 
 
 def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set[str] | None = None) -> Any:
@@ -222,7 +219,7 @@ def _profile_output(
     profile = profiles.get(name)
     if not isinstance(profile, dict):
         raise ConfigError(f"{where}: no profile named {name!r} (the project file's 'profile')")
-    target = str(target or env.get("LAKEHOUSE_TARGET") or profile.get("target", "dev"))
+    target = str(target or env.get("LAKEHOUSE_TARGET") or profile.get("target", DEFAULTS.target))
     outputs = profile.get("outputs") or {}
     if target not in outputs:
         raise ConfigError(
@@ -287,7 +284,7 @@ def _load_source(
         user=str(raw["user"]),
         password=str(raw["password"]),
         database=str(raw["database"]),
-        connect_timeout=int(raw.get("connect_timeout", 10)),
+        connect_timeout=int(raw.get("connect_timeout", DEFAULTS.connect_timeout_s)),
         unset=tuple(sorted(missing or ())),
     )
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.defaults import DEFAULTS
 from ..config.project import PROJECT_FILE, Layer, ProjectConfig, load_project, peek_target_dir
 from ..errors import ConfigError, IngestError
 from ..sink import paths as lake
@@ -92,15 +93,17 @@ def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentPars
     ingest.add_argument("--full-refresh", action="store_true", help="drop bronze and silver and re-snapshot")
     follow = selectable("follow", "ingest cycles back to back until stopped (Ctrl-C or SIGTERM ends the "
                                   "current cycle, then exits)")
-    follow.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
-                        help="start a cycle at most this often; an idle cycle waits the rest (default 1)")
+    follow.add_argument("--interval", type=_seconds, default=DEFAULTS.follow_interval_s, metavar="SECONDS",
+                        help="start a cycle at most this often; an idle cycle waits the rest "
+                             f"(default {DEFAULTS.follow_interval_s:g})")
     follow.add_argument("--max-cycles", type=_count, default=None, metavar="N", help="stop after N cycles")
     follow.add_argument("--max-seconds", type=_seconds, default=None, metavar="S", help="stop after S seconds")
     selectable("dq", "run the Great Expectations checks against the source at one binlog position")
     maintain = selectable("maintain", "compact bronze and silver (OPTIMIZE) and delete the files old versions "
                                       "no longer need (VACUUM); a table being ingested is skipped with an error")
-    maintain.add_argument("--retain-hours", type=int, default=168, metavar="H",
-                          help="VACUUM keeps files the last H hours of versions read (default and minimum 168)")
+    maintain.add_argument("--retain-hours", type=int, default=DEFAULTS.retain_hours, metavar="H",
+                          help="VACUUM keeps files the last H hours of versions read "
+                               f"(default and minimum {DEFAULTS.retain_hours})")
     maintain.add_argument("--no-vacuum", action="store_true", help="compact only")
     selectable("status", "each table's phase, chunks, bronze batch, position and lag, and the last run "
                          "(no Spark; the lag only with MYSQL_PASSWORD set)")

@@ -35,6 +35,7 @@ from typing import TypeVar
 
 import pymysql
 
+from ..config.defaults import DEFAULTS
 from ..config.project import SourceProfile
 from ..errors import IngestError, SourceUnavailableError
 from ..source.connection import binlog_sizes, connect, connection_error, current_position
@@ -53,11 +54,11 @@ SOURCE_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 
 @dataclass(frozen=True)
 class FollowOptions:
-    interval_s: float = 1.0  # cycles start at most this often (an idle cycle waits the rest)
+    interval_s: float = DEFAULTS.follow_interval_s
     max_cycles: int | None = None  # stop after this many cycles (tests, benchmarks)
     max_seconds: float | None = None  # stop after this long (tests, benchmarks)
-    heartbeat_s: float = 60.0  # while idle, one line this often
-    idle_commit_s: float = 300.0  # a table without changes commits its position this often
+    heartbeat_s: float = DEFAULTS.follow_heartbeat_s
+    idle_commit_s: float = DEFAULTS.follow_idle_commit_s
 
 
 @dataclass

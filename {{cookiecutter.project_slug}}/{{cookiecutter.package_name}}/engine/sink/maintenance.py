@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from ..config.defaults import DEFAULTS
 from ..config.project import Layer
 from ..errors import ConfigError
 
@@ -36,7 +37,7 @@ LAYERS = tuple(Layer)
 @dataclass(frozen=True)
 class MaintenanceOptions:
     vacuum: bool = True
-    retain_hours: int = MIN_RETENTION_HOURS
+    retain_hours: int = DEFAULTS.retain_hours
 
     def __post_init__(self) -> None:
         if self.retain_hours < MIN_RETENTION_HOURS:
