@@ -24,6 +24,8 @@ _CALL = re.compile(r"while calling (?:[oz]\d*[.:])?([\w.$]+)\.\s*$")
 _JAVA_CLASS = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*)(?=: |$)")
 _MISSING_S3A = re.compile(r"S3AFileSystem not found|No FileSystem for scheme \"?s3a", re.IGNORECASE)
 _MISSING_FS = re.compile(r"No FileSystem for scheme \"?(\w+)|Class (\S+FileSystem) not found")
+# S3A found no credentials in its provider chain (Hadoop's NoAuthWithAWSException).
+_NO_AWS_CREDENTIALS = re.compile(r"NoAuthWithAWSException|No AWS Credentials provided")
 _NOT_WRITABLE = re.compile(
     r"Permission denied|AccessDeniedException|AccessControlException|Read-only file system|"
     r"Not a directory|ParentNotDirectoryException|Mkdirs failed|DELTA_CANNOT_CREATE_LOG_PATH"
@@ -107,7 +109,19 @@ def translate(exc: BaseException, *, command: str, lake_root: str | None) -> Ing
     if failure is None:
         return None
     where = operation(exc)
-    chain = " | ".join(failure.causes)
+    lake_error = lake_config_error(failure.causes, lake_root, where or command)
+    if lake_error is not None:
+        return lake_error
+    place = f" in {where}" if where else ""
+    call = f", Spark call {failure.call}" if failure.call else ""
+    return IngestError(f"{command} failed{place}{call}: {failure.root}")
+
+
+def lake_config_error(causes: tuple[str, ...], lake_root: str | None, where: str) -> ConfigError | None:
+    """The configuration error a failure's cause chain (first lines, outermost first) shows, if
+    any: a missing filesystem, no credentials for an s3a lake, or a lake this user cannot write."""
+    chain = " | ".join(causes)
+    root = causes[-1] if causes else "no message"
     if _MISSING_S3A.search(chain):
         return ConfigError(missing_s3a_message(lake_root))
     missing = _MISSING_FS.search(chain)
@@ -117,14 +131,24 @@ def translate(exc: BaseException, *, command: str, lake_root: str | None) -> Ing
             f"({missing.group(1) or missing.group(2)}): add its package to spark.conf "
             "'spark.jars.packages' in lakehouse_project.yml, or its jars to LAKEHOUSE_JARS_DIR"
         )
-    if _NOT_WRITABLE.search(chain):
+    if _NO_AWS_CREDENTIALS.search(chain):
         return ConfigError(
-            f"cannot write {_lake(lake_root)} (in {where or command}): {failure.root}; make the lake "
+            f"no AWS credentials for {_lake(lake_root)} (in {where}): export AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run where an "
+            "instance or container role provides them"
+        )
+    if _NOT_WRITABLE.search(chain):
+        if lake_root is not None and "://" in lake_root and not lake_root.startswith("file:"):
+            return ConfigError(
+                f"cannot access {_lake(lake_root)} (in {where}): {root}; check the credentials "
+                "(for s3a: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) and that they may read and "
+                "write that path, or change lake_root in lakehouse_project.yml"
+            )
+        return ConfigError(
+            f"cannot write {_lake(lake_root)} (in {where}): {root}; make the lake "
             "folder writable for this user, or change lake_root in lakehouse_project.yml"
         )
-    place = f" in {where}" if where else ""
-    call = f", Spark call {failure.call}" if failure.call else ""
-    return IngestError(f"{command} failed{place}{call}: {failure.root}")
+    return None
 
 
 def missing_s3a_message(lake_root: str | None) -> str:
