@@ -94,6 +94,9 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # VACUUM lists the table's folders in this many tasks (Spark's default: 10,000, nearly all
+        # empty for our unpartitioned tables): 85-98 s per VACUUM on 2 cores, 4-6 s with 8.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "8")
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
     )
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
