@@ -16,6 +16,7 @@ from {{ cookiecutter.package_name }}.engine.cdc import capture as capture_module
 from {{ cookiecutter.package_name }}.engine.cdc.binlog import BinlogSource
 from {{ cookiecutter.package_name }}.engine.cdc.capture import RetryPolicy
 from {{ cookiecutter.package_name }}.engine.errors import SourceUnavailableError
+from {{ cookiecutter.package_name }}.engine.logs import is_progress
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.sink import bronze
 from {{ cookiecutter.package_name }}.engine.source import embedded
@@ -145,7 +146,7 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
         saved = int(cur.fetchone()[0])
         cur.execute("SET GLOBAL net_write_timeout = 2")
     try:
-        with caplog.at_level(logging.WARNING, logger=capture_module.__name__):
+        with caplog.at_level(logging.INFO, logger=capture_module.__name__):
             (result,) = Pipeline(config, spark, "run-2").ingest(SPEC)
     finally:
         with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
@@ -155,3 +156,8 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
     assert retries == [], "the server dropped the stream during a slow write"
     assert result.status == "success" and result.binlog_rows == 60_000
     assert_silver_equals_source(spark, config, "wide")
+    # Progress: one line per flush, marked so a console that is not a terminal leaves it out.
+    progress = [r for r in caplog.records if r.getMessage().startswith("binlog: at ")]
+    assert len(progress) >= 10 and all(is_progress(r) for r in progress)
+    to_go = [int(r.getMessage().split(", ")[1].split(" bytes")[0].replace(",", "")) for r in progress]
+    assert to_go == sorted(to_go, reverse=True) and to_go[0] > 0

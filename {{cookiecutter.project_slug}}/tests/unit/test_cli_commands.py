@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.logs import PROGRESS
 from {{ cookiecutter.package_name }}.engine.run import cli
 from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint, Phase
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
@@ -142,6 +143,19 @@ def test_json_log_format_makes_every_console_line_one_json_object(root, capsys):
     record = json.loads(line)
     assert record["level"] == "error" and record["exit_code"] == 2 and record["category"] == "configuration"
     assert "LAKEHOUSE_TEST_PASSWORD is not set" in record["message"]
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_lines_reach_the_console_only_on_a_terminal_and_the_log_file_always(tmp_path, capsys, terminal,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    with cli.RunLog(PACKAGE) as run_log:
+        run_log.write_to(tmp_path)
+        logging.getLogger("lakehouse").info("orders: snapshot chunks 1/9", extra=PROGRESS)
+        logging.getLogger("lakehouse").info("orders: done")
+    console = capsys.readouterr().err
+    assert ("snapshot chunks 1/9" in console) is terminal and "orders: done" in console
+    assert "snapshot chunks 1/9" in (tmp_path / "lakehouse.log").read_text()
 
 
 def test_a_bad_log_format_is_a_usage_error(root):

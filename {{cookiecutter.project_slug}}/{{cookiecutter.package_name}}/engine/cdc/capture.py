@@ -23,15 +23,16 @@ from pyspark.sql import SparkSession
 from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
+from ..logs import PROGRESS
 from ..run import failures
 from ..sink import bronze
 from ..sink.silver import LOCAL_BATCH_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys
-from ..source.connection import query
+from ..source.connection import binlog_sizes, query
 from ..source.introspect import TableSchema
 from ..source.typemap import row_converter, spark_schema
 from ..state.checkpoint import Checkpoint
-from ..state.positions import BinlogPosition, sequence
+from ..state.positions import BinlogPosition, bytes_behind, sequence
 from ..tables import TableSpec
 from .binlog import BinlogSource, RowChange, Transaction
 from .prefetch import ProcessPrefetcher
@@ -178,18 +179,25 @@ class CatchUp:
             self.config.source, self._server_id(), self.config.source.database,
             {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
         )
-        log.info(READING, start, stop)
+        log.info(READING, start, stop, extra=PROGRESS)
+        sizes = binlog_sizes(conn) if start.file != stop.file else {}
         position = start
         buffered = 0
+        read_rows = 0
         started = time.monotonic()
         try:
             for transaction in self._transactions(source, start, stop):
-                buffered += self._route(transaction, by_source)
+                routed = self._route(transaction, by_source)
+                buffered += routed
+                read_rows += routed
                 position = transaction.end
                 if buffered >= self.config.defaults.flush_rows:
                     self._flush(by_source, position)
                     buffered = 0
-                    log.info("binlog: at %s of %s, %.0f s in", position, stop, time.monotonic() - started)
+                    elapsed = max(time.monotonic() - started, 1e-6)
+                    log.info("binlog: at %s, %s bytes to %s, %d rows, %.0f rows/s, %.0f s in", position,
+                             f"{bytes_behind(position, stop, sizes):,}", stop, read_rows, read_rows / elapsed,
+                             elapsed, extra=PROGRESS)
         except IngestError as exc:
             # The stream itself failed (after retries): every table it served stops here, with
             # what was read so far committed, since each transaction routed so far is complete.

@@ -30,6 +30,7 @@ from typing import Any
 from ..config.defaults import DEFAULTS
 from ..config.project import PROJECT_FILE, Layer, ProjectConfig, load_project, peek_target_dir
 from ..errors import ConfigError, IngestError
+from ..logs import FILE_ONLY, is_file_only, is_progress
 from ..sink import paths as lake
 from . import failures
 from .results import MaintenanceResult, RunStatus, write_run_results
@@ -46,7 +47,6 @@ LOG_FORMATS = ("text", "json")
 ENGINE_PACKAGES = ("pyspark", "delta-spark", "great-expectations", "mysql-replication")
 INTERRUPTED = "interrupted; progress up to the last commit is kept"
 # Log records with this attribute set go to the log file only, not to the console.
-FILE_ONLY = {"file_only": True}
 
 
 @dataclass(frozen=True)
@@ -285,9 +285,11 @@ class RunLog:
     The handlers are removed again at exit, so ``main`` can run more than once in a process.
     """
 
-    def __init__(self, package: str, log_format: str = "text"):
+    def __init__(self, package: str, log_format: str = "text", progress: bool | None = None):
+        """``progress``: show progress records on the console; by default only on a terminal."""
         self.package = package
         self.log_format = log_format
+        self.progress = sys.stderr.isatty() if progress is None else progress
         self.path: Path | None = None
         self._root = logging.getLogger()
         self._level = self._root.level
@@ -337,7 +339,7 @@ class RunLog:
         self._file, self.path = None, None
 
     def _for_console(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "file_only", False):
+        if is_file_only(record) or (is_progress(record) and not self.progress):
             return False
         return record.name.startswith(("lakehouse", self.package))
 

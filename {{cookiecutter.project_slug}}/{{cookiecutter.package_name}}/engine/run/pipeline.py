@@ -29,6 +29,7 @@ from ..cdc.capture import (
 )
 from ..config.project import Layer, ProjectConfig
 from ..errors import ConfigError, FatalError, IngestError
+from ..logs import PROGRESS
 from ..sink import bronze, silver
 from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
@@ -224,7 +225,8 @@ class Pipeline:
                 raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`",
                                   table=spec.name)
             chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
-            log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size)
+            log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size,
+                     extra=PROGRESS)
             checkpoint = Checkpoint(spec.name, 0, Phase.SNAPSHOT, self.run_id,
                                     snapshot=SnapshotProgress(schema.key, tuple(chunks)))
         elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
@@ -258,7 +260,7 @@ class Pipeline:
             log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s%s", spec.name,
                      len(progress.done), total, result.snapshot_rows,
                      result.snapshot_rows / elapsed,
-                     eta(len(progress.done) - done_before, total - len(progress.done), elapsed))
+                     eta(len(progress.done) - done_before, total - len(progress.done), elapsed), extra=PROGRESS)
         return checkpoint
 
     def _check_lake_schema(self, name: str, schema: TableSchema, path: str) -> None:
