@@ -36,3 +36,18 @@ def test_the_chunk_plan_is_kept_until_the_binlog_passes_every_watermark():
     assert inside.snapshot is not None and inside.batch == 2 and inside.phase == "binlog"
     past = inside.advanced_to(BinlogPosition("b.000001", 50), "run2")
     assert past.snapshot is None and past.position == BinlogPosition("b.000001", 50)
+
+
+def test_synced_at_round_trips_and_an_intermediate_commit_keeps_the_earlier_time():
+    first = Checkpoint("t", 1, Phase.BINLOG, "run", position=BinlogPosition("b.000001", 9), synced_at=1_700_000_000.25)
+    assert Checkpoint.from_json(first.to_json()) == first
+    mid_catch_up = first.advanced_to(BinlogPosition("b.000001", 50), "run2")  # the head was not reached
+    assert mid_catch_up.synced_at == 1_700_000_000.25
+    at_head = mid_catch_up.advanced_to(BinlogPosition("b.000001", 90), "run2", synced_at=1_700_000_060.0)
+    assert at_head.synced_at == 1_700_000_060.0
+
+
+def test_a_checkpoint_written_before_synced_at_existed_still_loads():
+    old = '{"batch":4,"format":1,"phase":"binlog","position":["b.000001",9],"run_id":"r","snapshot":null,"table":"t"}'
+    loaded = Checkpoint.from_json(old)
+    assert loaded.synced_at is None and loaded.position == BinlogPosition("b.000001", 9)

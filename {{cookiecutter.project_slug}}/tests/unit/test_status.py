@@ -57,8 +57,8 @@ def test_the_binlog_phase_shows_the_position_and_the_batch_silver_applied(tmp_pa
     state = status.read_local("orders", f"file:{bronze}", f"file:{silver}")
     assert (state.phase, state.position, state.silver_batch) == ("binlog", P2, 6)
     lines = status.table_lines([state, status.TableState("customers")],
-                               {"orders": status.lag_bytes(state.position, P2, {})}, None, NOW)
-    assert lines[1].split() == ["orders", "binlog", "7", "6", str(P2), "0", "bytes", "0s", "ago", "-"]
+                               {"orders": status.lag(state, P2, {}, NOW)}, None, NOW)
+    assert lines[1].split() == ["orders", "binlog", "7", "6", str(P2), "0", "bytes,", "0s", "0s", "ago", "-"]
     assert lines[2].split() == ["customers", "not", "ingested", "yet"]
 
 
@@ -71,10 +71,16 @@ def test_a_table_never_ingested_or_with_its_commits_cleaned_up(tmp_path):
     assert state.checkpoint is None and state.phase == status.LOG_CLEANED
 
 
-def test_lag_in_bytes_across_binlog_files():
+def test_lag_in_bytes_across_binlog_files_and_in_time_since_the_table_was_last_complete():
     sizes = {"mysql-bin.000001": 1000, "mysql-bin.000002": 5000}
-    assert status.lag_bytes(P1, P2, sizes) == "1,500 bytes"  # 600 left in file 1, 900 into file 2
-    assert status.lag_bytes(None, P2, sizes) == "-"
+    synced = (NOW - dt.timedelta(seconds=42)).timestamp()
+    at_p1 = status.TableState("orders", Checkpoint("orders", 3, Phase.BINLOG, "run-1", position=P1, synced_at=synced))
+    assert status.lag(at_p1, P2, sizes, NOW) == "1,500 bytes, 42s"  # 600 left in file 1, 900 into file 2
+    assert status.lag(at_p1, P1, sizes, NOW) == "0 bytes, 0s"  # at the head: fresh however old synced_at is
+    # written before synced_at existed
+    unknown = status.TableState("orders", Checkpoint("orders", 3, Phase.BINLOG, "run-1", position=P1))
+    assert status.lag(unknown, P2, sizes, NOW) == "1,500 bytes, ?"
+    assert status.lag(status.TableState("orders"), P2, sizes, NOW) == "-"
 
 
 def test_the_last_run_and_each_tables_result(tmp_path):

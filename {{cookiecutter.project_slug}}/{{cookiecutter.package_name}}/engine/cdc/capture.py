@@ -162,8 +162,10 @@ class CatchUp:
         self.retry = retry
 
     def run(self, conn: pymysql.connections.Connection, captures: Sequence[TableCapture],
-            stop: BinlogPosition) -> None:
-        """Catch every capture up to ``stop``; failures are recorded on the capture."""
+            stop: BinlogPosition, stop_seen_at: float | None = None) -> None:
+        """Catch every capture up to ``stop``; failures are recorded on the capture.
+        ``stop_seen_at``: the Unix time ``stop`` was the source's head, recorded as the
+        ``synced_at`` of each table's checkpoint once the whole range is read."""
         for capture in purged_tables(conn, captures):
             self._fail(capture, table_stopped(
                 capture.spec.name, f"its binlog position {capture.start} is no longer on the source "
@@ -206,7 +208,8 @@ class CatchUp:
                 if capture.failure is None:
                     self._fail(capture, exc)
             return
-        self._flush(by_source, max(position, start), final=True)
+        # The whole range is read: every table is complete up to the moment ``stop`` was the head.
+        self._flush(by_source, max(position, start), final=True, synced_at=stop_seen_at)
 
     def _transactions(self, source: BinlogSource, start: BinlogPosition,
                       stop: BinlogPosition) -> Iterator[Transaction]:
@@ -279,7 +282,7 @@ class CatchUp:
         )
 
     def _flush(self, by_source: dict[str, TableCapture], position: BinlogPosition, *,
-               final: bool = False) -> None:
+               final: bool = False, synced_at: float | None = None) -> None:
         """Commit each table's buffered rows with ``position`` as its new checkpoint.
 
         A table without rows commits only its advance, and only at the end of the catch-up
@@ -290,7 +293,7 @@ class CatchUp:
             target = max(position, capture.start)
             if not capture.rows and (not final or idle_advance_held(capture, target)):
                 continue
-            checkpoint = capture.checkpoint.advanced_to(target, self.run_id)
+            checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at)
             try:
                 written = bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),
                                              capture.rows, bronze.bronze_schema(spark_schema(capture.schema)),

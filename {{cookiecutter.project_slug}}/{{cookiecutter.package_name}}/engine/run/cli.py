@@ -569,7 +569,8 @@ def _source_lags(config: ProjectConfig, states: Sequence[Any]) -> tuple[dict[str
             head, sizes = current_position(conn), binlog_sizes(conn)
     except (IngestError, pymysql.err.MySQLError) as exc:
         return None, f"behind source: not measured, {' '.join(str(exc).split())}"
-    lags = {s.table: status.lag_bytes(s.position, head, sizes) for s in states}
+    now = dt.datetime.now(dt.UTC)
+    lags = {s.table: status.lag(s, head, sizes, now) for s in states}
     return lags, f"source binlog head: {head}"
 
 

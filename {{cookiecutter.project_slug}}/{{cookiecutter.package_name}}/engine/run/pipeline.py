@@ -158,9 +158,10 @@ class Pipeline:
                 except Exception as exc:  # recorded against this table; the others go on
                     table.fail(exc, self.config.lake_root)
                 table.result.seconds += time.monotonic() - started
+            seen_at = time.time() if stop is None else None  # just before: never later than the read
             stop = stop or current_position(conn)
             started = time.monotonic()
-            self._catch_up(conn, [t for t in tables if t.ok], stop, frozenset(hold_idle))
+            self._catch_up(conn, [t for t in tables if t.ok], stop, frozenset(hold_idle), seen_at)
             for table in tables:
                 if table.ok:
                     self._merge_silver(table)
@@ -281,7 +282,7 @@ class Pipeline:
     # -- binlog and silver -----------------------------------------------------------
 
     def _catch_up(self, conn: pymysql.connections.Connection, tables: Sequence[_Table],
-                  stop: BinlogPosition, hold_idle: frozenset[str]) -> None:
+                  stop: BinlogPosition, hold_idle: frozenset[str], stop_seen_at: float | None) -> None:
         delivery = self.config.defaults.delivery
         captures: dict[str, TableCapture] = {}
         for table in tables:
@@ -294,7 +295,8 @@ class Pipeline:
                                              hold_idle=name in hold_idle)
             except Exception as exc:
                 table.fail(exc, self.config.lake_root)
-        CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop)
+        CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop,
+                                                                      stop_seen_at)
         for table in tables:
             capture = captures.get(table.spec.name)
             if capture is None:

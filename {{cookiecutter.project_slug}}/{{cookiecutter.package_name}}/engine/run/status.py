@@ -137,38 +137,54 @@ def _parse_time(text: object) -> dt.datetime | None:
         return None
 
 
-def lag_bytes(position: BinlogPosition | None, head: BinlogPosition, sizes: Mapping[str, int]) -> str:
-    if position is None:
+def lag(state: TableState, head: BinlogPosition, sizes: Mapping[str, int], now: dt.datetime) -> str:
+    """How far a table is behind the source: binlog bytes from where it resumes, and the time
+    since the moment its data was last complete (``synced_at``), 0 when it has read up to the
+    head. The time is "?" when unknown: no catch-up has reached the head since the snapshot,
+    or the checkpoint predates synced_at."""
+    checkpoint, position = state.checkpoint, state.position
+    if checkpoint is None or position is None:
         return "-"
-    return f"{bytes_behind(position, head, sizes):,} bytes"
+    behind = bytes_behind(position, head, sizes)
+    if behind == 0:
+        return "0 bytes, 0s"
+    if checkpoint.synced_at is None:
+        return f"{behind:,} bytes, ?"
+    synced = dt.datetime.fromtimestamp(checkpoint.synced_at, dt.UTC)
+    return f"{behind:,} bytes, {duration((now - synced).total_seconds())}"
+
+
+def duration(seconds: float) -> str:
+    """A short duration: 42s, 5m, 3h, 2d."""
+    whole = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
 
 
 def age(at: dt.datetime | None, now: dt.datetime) -> str:
     """``at`` as a short age: 42s, 5m, 3h, 2d ago."""
     if at is None:
         return "-"
-    seconds = max(0, int((now - at).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
+    return f"{duration((now - at).total_seconds())} ago"
 
 
 def table_lines(states: Sequence[TableState], lags: Mapping[str, str] | None, run: LastRun | None,
                 now: dt.datetime) -> list[str]:
     """The table: one header line and one line per table."""
     lines = [f"{'table':<24} {'phase':<22} {'batch':>5} {'silver':>6}  {'position':<24} "
-             f"{'behind source':<15} {'last commit':<11}  last run"]
+             f"{'behind source':<22} {'last commit':<11}  last run"]
     for state in states:
         cp = state.checkpoint
         if cp is None:
             lines.append(f"{state.table:<24} {state.phase}")
             continue
         silver = "-" if state.silver_batch is None else str(state.silver_batch)
-        lag = "-" if lags is None else lags.get(state.table, "-")
+        behind = "-" if lags is None else lags.get(state.table, "-")
         result = run.tables.get(state.table, "-") if run is not None else "-"
         lines.append(f"{state.table:<24} {state.phase:<22} {cp.batch:>5} {silver:>6}  "
-                     f"{str(state.position or '-'):<24} {lag:<15} {age(state.committed_at, now):<11}  {result}")
+                     f"{str(state.position or '-'):<24} {behind:<22} {age(state.committed_at, now):<11}  {result}")
     return lines
 
 

@@ -65,6 +65,9 @@ class Checkpoint:
     run_id: str
     snapshot: SnapshotProgress | None = None
     position: BinlogPosition | None = None
+    # Unix time at which ``position`` was (or was past) the source's binlog head: every change
+    # the source committed before it is in bronze. Only ever an under-estimate; None when unknown.
+    synced_at: float | None = None
 
     def to_json(self) -> str:
         body: dict[str, Any] = {
@@ -76,6 +79,8 @@ class Checkpoint:
             "position": self.position.to_json() if self.position else None,
             "snapshot": None,
         }
+        if self.synced_at is not None:
+            body["synced_at"] = round(self.synced_at, 3)
         if self.snapshot is not None:
             body["snapshot"] = {
                 "key": list(self.snapshot.key),
@@ -104,12 +109,16 @@ class Checkpoint:
             run_id=body["run_id"],
             snapshot=snapshot,
             position=BinlogPosition.from_json(body["position"]) if body.get("position") else None,
+            synced_at=float(body["synced_at"]) if body.get("synced_at") is not None else None,
         )
 
-    def advanced_to(self, position: BinlogPosition, run_id: str) -> Checkpoint:
-        """The next binlog checkpoint; drops the chunk plan once past every watermark."""
+    def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None) -> Checkpoint:
+        """The next binlog checkpoint; drops the chunk plan once past every watermark.
+        ``synced_at``: when ``position`` was the source's head, if it was; else the earlier
+        checkpoint's time stays (a catch-up's intermediate commit is at least that fresh)."""
         snapshot = self.snapshot
         if snapshot is not None and position >= snapshot.high_watermark:
             snapshot = None
         return replace(self, batch=self.batch + 1, phase=Phase.BINLOG, position=position,
-                       snapshot=snapshot, run_id=run_id)
+                       snapshot=snapshot, run_id=run_id,
+                       synced_at=synced_at if synced_at is not None else self.synced_at)
