@@ -80,9 +80,9 @@ def jars_check(config: ProjectConfig) -> Check:
         if not jars:
             return Check("delta jars", Outcome.FAIL, f"jars folder {config.spark.jars_dir} holds no .jar files")
         return Check("delta jars", Outcome.OK, f"{len(jars)} jar(s) in {config.spark.jars_dir}")
-    cached = spark._cached_jars()
+    cached = spark.cached_jars()
     if cached:
-        return Check("delta jars", Outcome.OK, f"{len(cached)} jar(s) cached ({spark._manifest()})")
+        return Check("delta jars", Outcome.OK, f"{len(cached)} jar(s) cached ({spark.jar_manifest()})")
     return Check("delta jars", Outcome.WARN, f"not cached yet: the first Spark start resolves {spark.delta_artifact()} "
                                        "from Maven Central (`make setup` does it once)")
 

@@ -201,14 +201,16 @@ def _interrupt_promptly(spark: SparkSession) -> None:
     signal.signal(signal.SIGINT, on_sigint)
 
 
-def _manifest() -> Path:
+def jar_manifest() -> Path:
+    """The file listing the Delta jars resolved once, so later starts need no Maven Central."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "lakehouse-ingest" / f"{delta_artifact().replace(':', '_')}.jars"
 
 
-def _cached_jars() -> list[str] | None:
+def cached_jars() -> list[str] | None:
+    """The cached Delta jars, or ``None`` when not cached yet (or a listed jar is gone)."""
     try:
-        jars = [line for line in _manifest().read_text().splitlines() if line]
+        jars = [line for line in jar_manifest().read_text().splitlines() if line]
     except OSError:
         return None
     return jars if jars and all(Path(j.removeprefix("file://")).exists() for j in jars) else None
@@ -218,7 +220,7 @@ def _save_manifest(jars: str) -> None:
     files = [j for j in jars.split(",") if j.startswith("file:")]
     if not files:
         return
-    manifest = _manifest()
+    manifest = jar_manifest()
     manifest.parent.mkdir(parents=True, exist_ok=True)
     tmp = manifest.with_suffix(".tmp")
     tmp.write_text("\n".join(files) + "\n")
@@ -239,9 +241,9 @@ def _jar_settings(config: ProjectConfig) -> JarSettings:
             raise ConfigError(f"jars folder {folder} holds no .jar files: fill it or unset LAKEHOUSE_JARS_DIR")
         return JarSettings(str(folder), {"spark.jars": ",".join(jars)}, cacheable=False)
     extra_packages = bool(config.spark.conf.get("spark.jars.packages"))
-    cached = None if extra_packages else _cached_jars()
+    cached = None if extra_packages else cached_jars()
     if cached:
-        return JarSettings(f"the jar cache {_manifest()}", {"spark.jars": ",".join(cached)}, cacheable=False)
+        return JarSettings(f"the jar cache {jar_manifest()}", {"spark.jars": ",".join(cached)}, cacheable=False)
     return JarSettings(f"Maven Central ({delta_artifact()})", {"spark.jars.packages": delta_artifact()},
                        cacheable=not extra_packages)
 
