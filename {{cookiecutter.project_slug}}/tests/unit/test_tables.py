@@ -3,9 +3,10 @@ import ast
 import pytest
 
 from {{ cookiecutter.package_name }} import tables
-from {{ cookiecutter.package_name }}.engine.config.project import Delivery
+from {{ cookiecutter.package_name }}.engine.config.project import Delivery, Startup
 from {{ cookiecutter.package_name }}.engine.errors import ConfigError
 from {{ cookiecutter.package_name }}.engine.run.scaffold import TableModuleSpec, render_table_module
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec, discover
 
 
@@ -54,3 +55,21 @@ def test_a_refused_table_argument_carries_the_table_and_setting_as_fields():
     with pytest.raises(ConfigError) as refused:
         TableSpec("orders", "orders", chunk_size=0)
     assert refused.value.fields() == {"category": "configuration", "table": "orders", "setting": "chunk_size"}
+
+
+def test_a_startup_position_needs_a_parseable_start_position_and_only_then():
+    spec = TableSpec("orders", "orders", startup="position", start_position="mysql-bin.000003:1234")
+    assert spec.startup is Startup.POSITION and not spec.snapshots
+    assert spec.start_at() == BinlogPosition("mysql-bin.000003", 1234)
+    assert TableSpec("orders", "orders").snapshots and TableSpec("orders", "orders").start_at() is None
+    for bad in ({"startup": "position"}, {"start_position": "mysql-bin.000003:4"},
+                {"startup": "position", "start_position": "mysql-bin.000003"},
+                {"startup": "position", "start_position": "nonumber:4"}):
+        with pytest.raises(ConfigError, match="start_position") as refused:
+            TableSpec("orders", "orders", **bad)
+        assert refused.value.setting == "start_position"
+
+
+def test_an_unknown_startup_mode_is_refused_naming_the_modes():
+    with pytest.raises(ConfigError, match="startup is 'earliest'; use one of 'initial', 'latest', 'position'"):
+        TableSpec("orders", "orders", startup="earliest")

@@ -10,8 +10,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .config.project import Delivery
+from .config.project import Delivery, Startup
 from .errors import ConfigError
+from .state.positions import BinlogPosition
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,11 @@ class TableSpec:
     chunk_size: int | None = None
     delivery: Delivery | str | None = None  # a Delivery member or its value ("at_least_once")
     tags: tuple[str, ...] = ()
+    # A Startup member or its value: "initial" (snapshot first), "latest" (changes from now on
+    # only) or "position" (changes after ``start_position``, e.g. "mysql-bin.000003:1234"). Without
+    # a snapshot silver holds only the rows changed since, so dq compares no row counts.
+    startup: Startup | str = Startup.INITIAL
+    start_position: str | None = None
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
@@ -35,6 +41,18 @@ class TableSpec:
         where = f"table {self.name!r}"
         if self.delivery is not None:
             object.__setattr__(self, "delivery", Delivery.parse(self.delivery, f"{where}: delivery", table=self.name))
+        startup = Startup.parse(self.startup, f"{where}: startup", table=self.name)
+        object.__setattr__(self, "startup", startup)
+        if (startup is Startup.POSITION) != (self.start_position is not None):
+            raise ConfigError(f"{where}: start_position goes with startup='position' (and only with it), e.g. "
+                              "startup='position', start_position='mysql-bin.000003:1234'",
+                              table=self.name, setting="start_position")
+        if self.start_position is not None:
+            try:
+                BinlogPosition.parse(str(self.start_position))
+            except ValueError as exc:
+                raise ConfigError(f"{where}: start_position {exc}", table=self.name,
+                                  setting="start_position") from None
         # Table modules are user code: check what the types only promise.
         size: object = self.chunk_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
@@ -50,6 +68,15 @@ class TableSpec:
                               table=self.name, setting="key")
         if isinstance(key, list):
             object.__setattr__(self, "key", tuple(key))
+
+    @property
+    def snapshots(self) -> bool:
+        """Whether the first run copies the table (else silver holds only later changes)."""
+        return self.startup == Startup.INITIAL
+
+    def start_at(self) -> BinlogPosition | None:
+        """The binlog position of ``startup='position'``."""
+        return BinlogPosition.parse(self.start_position) if self.start_position is not None else None
 
     def delivery_or(self, default: Delivery) -> Delivery:
         """This table's delivery mode, or the project's default when it sets none."""

@@ -42,6 +42,22 @@ class Delivery(StrEnum):
             ) from None
 
 
+class Startup(StrEnum):
+    """Where a table's first run starts (Flink CDC's startup modes)."""
+
+    INITIAL = "initial"  # snapshot, then the binlog from the snapshot's position
+    LATEST = "latest"  # no snapshot: only changes from the source's position at the first run
+    POSITION = "position"  # no snapshot: only changes after a given binlog position
+
+    @classmethod
+    def parse(cls, value: object, where: str, table: str | None = None) -> Startup:
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise ConfigError(f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}",
+                              setting="startup", table=table) from None
+
+
 class Layer(StrEnum):
     BRONZE = "bronze"  # the changelog: every change, appended
     SILVER = "silver"  # the current state: MERGE on the key

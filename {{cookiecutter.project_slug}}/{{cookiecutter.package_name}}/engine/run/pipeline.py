@@ -27,14 +27,14 @@ from ..cdc.capture import (
     resume_position,
     schema_changed,
 )
-from ..config.project import Layer, ProjectConfig
+from ..config.project import Layer, ProjectConfig, Startup
 from ..errors import ConfigError, FatalError, IngestError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
 from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
-from ..source.connection import connect, current_position
+from ..source.connection import check_on_source, connect, current_position
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
 from ..source.typemap import spark_schema
@@ -225,6 +225,8 @@ class Pipeline:
             if require_snapshot:
                 raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`",
                                   table=spec.name)
+            if not spec.snapshots:
+                return self._start_without_snapshot(conn, spec, schema, path)
             chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
             log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size,
                      extra=PROGRESS)
@@ -278,6 +280,19 @@ class Pipeline:
                 column = schema.column(now.name)
                 raise schema_changed(name, f"column {now.name} is now {column.column_type} "
                                      f"({now.dataType.simpleString()}), bronze has {was.dataType.simpleString()}")
+
+    def _start_without_snapshot(self, conn: pymysql.connections.Connection, spec: TableSpec,
+                                schema: TableSchema, path: str) -> Checkpoint:
+        """``startup`` latest or position: create bronze with one empty commit whose checkpoint
+        is the start position; the catch-up of this same run reads on from there."""
+        position = spec.start_at() or current_position(conn)
+        if spec.startup == Startup.POSITION:
+            check_on_source(conn, position, spec.name)
+        checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position)
+        bronze.append_rows(self.spark, path, [], bronze.bronze_schema(spark_schema(schema)), checkpoint)
+        log.info("%s: no snapshot (startup %s): silver takes the changes after %s", spec.name,
+                 spec.startup, position)
+        return checkpoint
 
     # -- binlog and silver -----------------------------------------------------------
 

@@ -125,6 +125,24 @@ def binlog_sizes(conn: pymysql.connections.Connection) -> dict[str, int]:
     return {str(row[0]): int(row[1]) for row in query(conn, "SHOW BINARY LOGS")}
 
 
+def check_on_source(conn: pymysql.connections.Connection, position: BinlogPosition, table: str) -> None:
+    """Refuse a start position the source does not hold: its file purged or never written, or
+    an offset past the file's end (a typo would otherwise start reading somewhere else)."""
+    sizes = binlog_sizes(conn)
+    head = current_position(conn)
+    if position.file not in sizes:
+        raise ConfigError(
+            f"table {table}: start_position {position} is not on the source (its binlog files are "
+            f"{min(sizes, default='none')} .. {max(sizes, default='none')}): use a position that "
+            "SHOW MASTER STATUS printed while that file existed, or startup='latest'",
+            table=table, setting="start_position")
+    if position > head or position.offset > sizes[position.file] or position.offset < 4:
+        raise ConfigError(
+            f"table {table}: start_position {position} is past the end of {position.file} "
+            f"({sizes[position.file]} bytes; the source is at {head}): use a position SHOW MASTER "
+            "STATUS printed", table=table, setting="start_position")
+
+
 def start_consistent_snapshot(conn: pymysql.connections.Connection) -> BinlogPosition:
     """Open a read view and return the exact binlog position it shows.
 

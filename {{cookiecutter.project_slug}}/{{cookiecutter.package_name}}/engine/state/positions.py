@@ -56,6 +56,16 @@ class BinlogPosition:
         file, offset = raw
         return cls(str(file), int(offset))
 
+    @classmethod
+    def parse(cls, text: str) -> BinlogPosition:
+        """``mysql-bin.000003:1234`` (as printed by ``str`` and ``status``); ``ValueError`` else."""
+        file, sep, offset = text.strip().rpartition(":")
+        if not sep or not file or not offset.isdigit():
+            raise ValueError(f"{text!r} is not a binlog position like mysql-bin.000003:1234")
+        position = cls(file, int(offset))
+        position.file_number  # noqa: B018 - raises ValueError for a name without a number
+        return position
+
 
 def sequence(position: BinlogPosition, row_index: int = 0) -> Decimal:
     """The ``_seq`` of a change: snapshot rows use their chunk's watermark with row index 0,
