@@ -41,6 +41,19 @@ def test_a_project_file_without_defaults_takes_the_builtin_ones(tmp_path):
     assert config.target == DEFAULTS.target and config.source.connect_timeout == DEFAULTS.connect_timeout_s
 
 
+def test_spark_conf_values_render_env_var_so_object_store_keys_stay_out_of_the_file(tmp_path):
+    (tmp_path / "lakehouse_project.yml").write_text(
+        "profile: p\nlake_root: s3a://b/lake\n"
+        "spark: {conf: {spark.hadoop.fs.s3a.access.key: \"{{ env_var('LAKE_KEY') }}\"}}\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  target: dev\n  outputs:\n    dev: {host: h, port: 1, user: u, password: x, database: d}\n")
+    config = load_project(tmp_path, env={"LAKE_KEY": "AKIA123"})
+    assert config.spark.conf["spark.hadoop.fs.s3a.access.key"] == "AKIA123"
+    with pytest.raises(ConfigError, match="LAKE_KEY is not set") as refused:
+        load_project(tmp_path, env={})
+    assert refused.value.setting == "LAKE_KEY"
+
+
 def test_a_missing_password_names_the_environment_variable():
     with pytest.raises(ConfigError, match="MYSQL_PASSWORD is not set"):
         load_project(PROJECT_ROOT, env={})

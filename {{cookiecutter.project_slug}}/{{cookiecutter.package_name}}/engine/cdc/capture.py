@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
-from ..logs import PROGRESS
+from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
 from ..sink import bronze
 from ..sink.silver import LOCAL_BATCH_ROWS
@@ -344,7 +344,7 @@ def as_table_error(exc: BaseException, table: str, lake_root: str | None = None)
         if exc.table is None:
             exc.table = table
         return exc
-    log.error("%s: failed", table, exc_info=exc)
+    log.error("%s: failed", table, exc_info=exc, extra=FILE_ONLY)  # the console gets the one line
     translated = failures.translate(exc, command=f"table {table}", lake_root=lake_root)
     if translated is not None:
         translated.table = table

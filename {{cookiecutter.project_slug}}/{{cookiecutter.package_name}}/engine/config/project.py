@@ -160,7 +160,9 @@ def load_project(
         gx_dir=root / str((project.get("quality") or {}).get("gx_root", DEFAULTS.gx_root)),
         spark=SparkSettings(
             master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
-            conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+            # Rendered like profiles: keys of an object store come from the environment, never the file.
+            conf={str(k): str(v) for k, v in render_env_vars(
+                spark.get("conf") or {}, env, PROJECT_FILE, None if require_env else set()).items()},
             jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
         ),
         defaults=Defaults(
