@@ -348,3 +348,10 @@ def test_status_and_debug_on_a_real_source_and_a_prod_target_with_its_own_lake(c
     prod_results = json.loads((project_dir(config) / "target" / "prod" / "run_results.json").read_text())
     assert prod_results["results"][0]["snapshot_rows"] == 400
     assert run_results(config) == dev_before  # dev's own record is untouched
+    # prod's quality results and Data Docs go to target/prod/gx, never into dev's gx/.
+    dev_gx = sorted(p for p in (project_dir(config) / "gx").rglob("*") if p.is_file())
+    done = cli_env(config, "dq", "--select", "customers", "--target", "prod", password=PASSWORD, prod_lake=prod_lake)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert (project_dir(config) / "target" / "prod" / "gx" / "uncommitted" / "data_docs" / "local_site"
+            / "index.html").is_file()
+    assert sorted(p for p in (project_dir(config) / "gx").rglob("*") if p.is_file()) == dev_gx

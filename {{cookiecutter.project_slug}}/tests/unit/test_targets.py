@@ -30,6 +30,8 @@ def test_prod_keeps_its_own_lake_and_target_folder(tmp_path):
     assert (dev.target, prod.target) == ("dev", "prod")
     assert dev.lake_root == str(tmp_path.resolve() / "lake") and dev.target_dir == root / "target"
     assert prod.lake_root == "/data/prod-lake" and prod.target_dir == root / "target" / "prod"
+    # Quality results and Data Docs follow the lake too: prod's never land in dev's gx/.
+    assert dev.gx_dir == root and prod.gx_dir == root / "target" / "prod"
     assert dev.table_path("bronze", "orders") != prod.table_path("bronze", "orders")
     assert prod.source.host == "p"
 

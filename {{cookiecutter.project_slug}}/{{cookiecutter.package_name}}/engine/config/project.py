@@ -149,6 +149,7 @@ def load_project(
     project_lake = str(_required(project, "lake_root", PROJECT_FILE))
     lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
     target_dir = _target_dir(root, project)
+    gx_dir = root / str((project.get("quality") or {}).get("gx_root", DEFAULTS.gx_root))
     return ProjectConfig(
         name=str(project.get("name", root.name)),
         root=root,
@@ -156,8 +157,10 @@ def load_project(
         # run_results.json, the log and the table locks follow the lake: a target with a lake
         # of its own (prod) keeps them in target/<target>/.
         target_dir=target_dir / target if own_lake else target_dir,
-        # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/).
-        gx_dir=root / str((project.get("quality") or {}).get("gx_root", DEFAULTS.gx_root)),
+        # Great Expectations keeps its project in <gx_root>/gx (Data Docs under uncommitted/). A
+        # target with a lake of its own keeps one in target/<target>/: its validation results and
+        # Data Docs never mix with another lake's (the suites are rebuilt from the table modules).
+        gx_dir=target_dir / target if own_lake else gx_dir,
         spark=SparkSettings(
             master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
             # Rendered like profiles: keys of an object store come from the environment, never the file.
