@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
 from {{ cookiecutter.package_name }}.engine.source import embedded
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
@@ -42,6 +43,11 @@ def test_latest_copies_nothing_then_exactly_the_rows_changed_after_the_first_run
     (second,) = Pipeline(config, spark, "run-2").ingest([spec])
     assert second.binlog_rows == 5  # 5 updated, 9001 inserted, 7 deleted, 8 updated then deleted
     assert silver_rows(spark, config, "customers") == _changed_since_start(config)
+    # dq checks the keys; the row count (2 in silver, 399 in the source) is not a defect here.
+    (checked,) = run_checks(config, spark, [spec])
+    assert checked.success, checked.checks
+    names = [c.expectation for c in checked.checks]
+    assert any("unique" in n for n in names) and not any("row_count" in n for n in names)
 
 
 def test_position_starts_after_a_given_binlog_position(spark, config, mariadb):

@@ -58,7 +58,7 @@ def run_quality_checks(
     *,
     table: str,
     key_columns: Sequence[str],
-    expected_row_count: int,
+    expected_row_count: int | None,
     extra_expectations: Sequence[Expectation] = (),
     gx_root: pathlib.Path,
     compared_at: str | None = None,
@@ -90,7 +90,8 @@ def run_quality_checks(
     context = gx.get_context(mode="file", project_root_dir=str(gx_root))
     _quiet_context(context)
     batch_definition = _batch_definition(context, table)
-    suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations))
+    suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations,
+                                               count_rows=expected_row_count is not None))
     validation = _saved(
         context.validation_definitions,
         gx.ValidationDefinition(name=f"{table}__validation", data=batch_definition, suite=suite),
@@ -114,7 +115,8 @@ def run_quality_checks(
     try:
         result = checkpoint.run(
             batch_parameters={"dataframe": df},
-            expectation_parameters={ROW_COUNT_PARAMETER: expected_row_count},
+            expectation_parameters={ROW_COUNT_PARAMETER: expected_row_count}
+            if expected_row_count is not None else None,
             run_id=RunIdentifier(run_name=f"binlog {compared_at}" if compared_at else None),
         )
     finally:
@@ -213,6 +215,8 @@ def _build_suite(
     table: str,
     key_columns: Sequence[str],
     extra_expectations: Sequence[Expectation],
+    *,
+    count_rows: bool = True,
 ) -> ExpectationSuite:
     import great_expectations as gx
     import great_expectations.expectations as gxe
@@ -222,7 +226,8 @@ def _build_suite(
         expectations.append(gxe.ExpectColumnValuesToBeUnique(column=key_columns[0]))
     else:
         expectations.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(key_columns)))
-    expectations.append(gxe.ExpectTableRowCountToEqual(value={"$PARAMETER": ROW_COUNT_PARAMETER}))
+    if count_rows:  # not for a table that started without a snapshot: silver holds only later changes
+        expectations.append(gxe.ExpectTableRowCountToEqual(value={"$PARAMETER": ROW_COUNT_PARAMETER}))
     # Pydantic-v1 style copy (GX models): detach from any suite the caller's instance joined.
     expectations.extend(e.copy(deep=True, update={"id": None}) for e in extra_expectations)
 

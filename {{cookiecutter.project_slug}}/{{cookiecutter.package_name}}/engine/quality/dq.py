@@ -182,8 +182,10 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     for spec in healthy:
         state = states[spec.name]
         try:
+            # A table started without a snapshot (startup latest/position) holds only the rows
+            # changed since: its row count is not the source's, so only its keys are checked.
             expected = count_at(counts.rows[spec.name], counts.position, state, spec.source_table,
-                                transactions)
+                                transactions) if spec.snapshots else None
         except NotComparable as exc:
             log.error("%s", exc)
             results.append(failed(spec.name, str(exc)))
@@ -194,9 +196,9 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             expected_row_count=expected, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position),
         )
-        log.info("%s: quality %s at %s (silver batch %d; source rows %d there, %d at %s)", spec.name,
-                 "passed" if result.success else "FAILED", state.position, state.batch, expected,
-                 counts.rows[spec.name], counts.position)
+        log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
+                 "passed" if result.success else "FAILED", state.position, state.batch,
+                 "not compared" if expected is None else expected, counts.rows[spec.name], counts.position)
         results.append(result)
     return _in_order(specs, results)
 
