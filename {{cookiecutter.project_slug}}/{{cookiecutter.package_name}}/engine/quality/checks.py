@@ -1,7 +1,8 @@
 """Great Expectations (1.x) checks for silver tables.
 
 ``run_quality_checks`` validates a Spark DataFrame against a per-table suite (keys not null, key
-unique, exact row count, plus caller-supplied expectations) in a File data context and builds the
+unique - in the source's collations when the caller says how, see ``UniqueKey`` - exact row
+count, plus caller-supplied expectations) in a File data context and builds the
 local Data Docs, rewritten to read offline (``datadocs``). GX objects are saved only when they
 differ from the stored ones: the source row count is a suite parameter given to each run, so a
 scheduled run leaves ``gx/`` (everything outside ``gx/uncommitted``) untouched.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import pathlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from great_expectations.data_context.data_context.abstract_data_context import AbstractDataContext
     from great_expectations.expectations.expectation import Expectation
 
-__all__ = ["CheckOutcome", "QualityResult", "run_quality_checks"]
+__all__ = ["CheckOutcome", "QualityResult", "UniqueKey", "run_quality_checks"]
 
 DATASOURCE_NAME = "spark_dataframes"
 BATCH_DEFINITION_NAME = "whole_dataframe"
@@ -42,6 +43,17 @@ class CheckOutcome:
     expectation: str  # e.g. "expect_column_values_to_be_unique(order_id)"
     success: bool
     observed: str  # short human-readable observed value / unexpected count
+
+
+@dataclass(frozen=True)
+class UniqueKey:
+    """The columns whose values together must be unique (by default the key columns), a note
+    shown with the expectation in the Data Docs, and the line that replaces GX's observed value
+    when the expectation fails (the caller knows which keys collide and how to fix it)."""
+
+    columns: tuple[str, ...]
+    notes: str | None = None
+    failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,7 @@ def run_quality_checks(
     extra_expectations: Sequence[Expectation] = (),
     gx_root: pathlib.Path,
     compared_at: str | None = None,
+    unique_key: UniqueKey | None = None,
 ) -> QualityResult:
     """Validate ``df`` for ``table`` and return a summary of every expectation.
 
@@ -78,9 +91,14 @@ def run_quality_checks(
     column) become failed checks whose ``observed`` starts with ``"error:"``. ``docs_path`` is
     the local site's ``index.html`` refreshed by the checkpoint's ``UpdateDataDocsAction``, its
     pages rewritten to need no network.
+
+    ``unique_key`` names the columns the uniqueness expectation reads instead of
+    ``key_columns`` (e.g. a ``_ci`` key's column of collation classes); its ``failure`` becomes
+    that expectation's ``observed`` when it fails.
     """
     if not key_columns:
         raise ValueError(f"{table}: key_columns must not be empty")
+    unique = unique_key or UniqueKey(tuple(key_columns))
     import great_expectations as gx
     from great_expectations.checkpoint.actions import UpdateDataDocsAction
     from great_expectations.core.run_identifier import RunIdentifier
@@ -90,7 +108,7 @@ def run_quality_checks(
     context = gx.get_context(mode="file", project_root_dir=str(gx_root))
     _quiet_context(context)
     batch_definition = _batch_definition(context, table)
-    suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations,
+    suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations, unique=unique,
                                                count_rows=expected_row_count is not None))
     validation = _saved(
         context.validation_definitions,
@@ -129,6 +147,13 @@ def run_quality_checks(
     checks: list[CheckOutcome] = []
     for suite_result in result.run_results.values():
         checks.extend(_outcome(r) for r in suite_result.results)
+    if unique.failure is not None:
+        name = _unique_expectation(unique.columns).expectation_type
+        checks = [
+            replace(c, observed=unique.failure)
+            if not c.success and c.expectation == f"{name}({', '.join(unique.columns)})" else c
+            for c in checks
+        ]
     return QualityResult(
         table=table,
         success=bool(result.success),
@@ -216,16 +241,15 @@ def _build_suite(
     key_columns: Sequence[str],
     extra_expectations: Sequence[Expectation],
     *,
+    unique: UniqueKey | None = None,
     count_rows: bool = True,
 ) -> ExpectationSuite:
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
+    unique = unique or UniqueKey(tuple(key_columns))
     expectations: list[Expectation] = [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in key_columns]
-    if len(key_columns) == 1:
-        expectations.append(gxe.ExpectColumnValuesToBeUnique(column=key_columns[0]))
-    else:
-        expectations.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(key_columns)))
+    expectations.append(_unique_expectation(unique.columns, unique.notes))
     if count_rows:  # not for a table that started without a snapshot: silver holds only later changes
         expectations.append(gxe.ExpectTableRowCountToEqual(value={"$PARAMETER": ROW_COUNT_PARAMETER}))
     # Pydantic-v1 style copy (GX models): detach from any suite the caller's instance joined.
@@ -234,6 +258,14 @@ def _build_suite(
     # Given to the constructor, not by add_expectation(): that writes each expectation straight
     # into the stored suite of the same name (GX treats the new object as that saved suite).
     return gx.ExpectationSuite(name=table, expectations=expectations)
+
+
+def _unique_expectation(columns: Sequence[str], notes: str | None = None) -> Expectation:
+    import great_expectations.expectations as gxe
+
+    if len(columns) == 1:
+        return gxe.ExpectColumnValuesToBeUnique(column=columns[0], notes=notes)
+    return gxe.ExpectCompoundColumnsToBeUnique(column_list=list(columns), notes=notes)
 
 
 def _outcome(result: ExpectationValidationResult) -> CheckOutcome:

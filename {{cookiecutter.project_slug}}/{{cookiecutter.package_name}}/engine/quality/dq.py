@@ -27,6 +27,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -39,6 +40,10 @@ from ..source.introspect import describe_table
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
+from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
+
+if TYPE_CHECKING:
+    from .checks import UniqueKey
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +177,8 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
         return _in_order(specs, results)
     counts = count_source(config, healthy)
     with connection(config.source) as conn:
-        keys = {s.name: describe_table(conn, config.source.database, s.source_table, s.key).key for s in healthy}
+        schemas = {s.name: describe_table(conn, config.source.database, s.source_table, s.key) for s in healthy}
+    keys = {name: schema.key for name, schema in schemas.items()}
     try:
         transactions = _binlog_between(config, counts.position, [states[s.name] for s in healthy],
                                        {s.source_table: keys[s.name] for s in healthy})
@@ -191,16 +197,33 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             results.append(failed(spec.name, str(exc)))
             continue
         extra = list(spec.expectations()) if spec.expectations else []
+        uniqueness = key_uniqueness(_silver_at(spark, config, spec, state), schemas[spec.name], config.source)
         result = run_quality_checks(
-            _silver_at(spark, config, spec, state), table=spec.name, key_columns=keys[spec.name],
+            uniqueness.frame, table=spec.name, key_columns=keys[spec.name],
             expected_row_count=expected, extra_expectations=extra, gx_root=config.gx_dir,
-            compared_at=str(state.position),
+            compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
         )
         log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
                  "passed" if result.success else "FAILED", state.position, state.batch,
                  "not compared" if expected is None else expected, counts.rows[spec.name], counts.position)
         results.append(result)
     return _in_order(specs, results)
+
+
+def _unique_key(table: str, uniqueness: KeyUniqueness) -> UniqueKey:
+    """The uniqueness expectation of ``table``: on the key's collation classes where the key has
+    a collated column (with a note saying so), failing with the collisions found."""
+    from .checks import UniqueKey
+
+    collated = [c for c in uniqueness.columns if c.rule is not None]
+    notes = None
+    if collated:
+        notes = ("Keys compared as the source compares them: " + "; ".join(
+            f"{c.name} in {c.rule.collation} ({c.rule.describe()})" for c in collated if c.rule is not None)
+            + ". Spellings the source calls one key count as one value (the first of them).")
+    failure = (collision_message(table, uniqueness.columns, uniqueness.collisions, uniqueness.complete)
+               if uniqueness.collisions else None)
+    return UniqueKey(uniqueness.checked_columns, notes, failure)
 
 
 def _in_order(specs: Sequence[TableSpec], results: list) -> list:
