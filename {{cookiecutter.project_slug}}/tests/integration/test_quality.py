@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import html
 import re
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,20 @@ def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):
     assert not result.success
     failed = [c for c in result.checks if not c.success]
     assert len(failed) == 1 and "row_count" in failed[0].expectation
+
+
+def test_freshness_fails_a_table_whose_silver_trails_the_source_by_more_than_its_limit(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    (at_head,) = run_checks(replace(config, max_lag_seconds=0.5), spark, specs)
+    fresh = [c for c in at_head.checks if c.expectation.startswith("silver_lag_at_most")]
+    assert at_head.success and fresh[0].observed.startswith("lag 0 s")  # at the head: fresh
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Later' WHERE customer_id = 3;")
+    time.sleep(1)
+    (behind,) = run_checks(replace(config, max_lag_seconds=0.5), spark, specs)
+    failed = [c for c in behind.checks if not c.success]
+    assert [c.expectation for c in failed] == ["silver_lag_at_most(0.5 s)"], behind.checks
+    assert run_checks(config, spark, specs)[0].success  # the default limit (a day) is met
 
 
 def test_a_table_missing_from_the_lake_fails_its_check_and_is_not_copied(spark, config):

@@ -27,6 +27,7 @@ def test_the_generated_project_file_writes_out_the_builtin_defaults_it_does_not_
         DEFAULTS.commit_rows, DEFAULTS.delivery, DEFAULTS.flush_rows)
     assert tuple(defaults["even_distribution"]) == DEFAULTS.even_distribution
     assert written["target_dir"] == DEFAULTS.target_dir and written["quality"]["gx_root"] == DEFAULTS.gx_root
+    assert written["quality"]["max_lag_seconds"] == DEFAULTS.max_lag_seconds
 
 
 def test_a_project_file_without_defaults_takes_the_builtin_ones(tmp_path):

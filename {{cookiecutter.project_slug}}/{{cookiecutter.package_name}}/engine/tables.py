@@ -31,6 +31,7 @@ class TableSpec:
     # a snapshot silver holds only the rows changed since, so dq compares no row counts.
     startup: Startup | str = Startup.INITIAL
     start_position: str | None = None
+    max_lag_seconds: float | None = None  # dq's freshness limit; None: quality.max_lag_seconds
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
@@ -53,6 +54,10 @@ class TableSpec:
             except ValueError as exc:
                 raise ConfigError(f"{where}: start_position {exc}", table=self.name,
                                   setting="start_position") from None
+        lag: object = self.max_lag_seconds
+        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int | float) or not lag > 0):
+            raise ConfigError(f"{where}: max_lag_seconds is {lag!r}; use a positive number of seconds",
+                              table=self.name, setting="max_lag_seconds")
         # Table modules are user code: check what the types only promise.
         size: object = self.chunk_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):

@@ -174,9 +174,10 @@ class CatchUp:
         if not active:
             return
         start = min(c.start for c in active)
-        if start >= stop:
-            return
         by_source = {c.schema.table: c for c in active}
+        if start >= stop:  # nothing to read; a table that never recorded synced_at records it now
+            self._flush(by_source, start, final=True, synced_at=stop_seen_at)
+            return
         source = BinlogSource(
             self.config.source, self._server_id(), self.config.source.database,
             {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
@@ -288,10 +289,13 @@ class CatchUp:
         A table without rows commits only its advance, and only at the end of the catch-up
         (a flush in between has nothing to save for it), unless its advance is held."""
         for capture in by_source.values():
-            if capture.failure is not None or (position <= capture.start and not capture.rows):
+            # Once per table (after its snapshot, or a checkpoint older than synced_at): an empty
+            # commit, so its freshness is known from the first catch-up on, not only after a change.
+            first_sync = synced_at is not None and capture.checkpoint.synced_at is None
+            if capture.failure is not None or (position <= capture.start and not capture.rows and not first_sync):
                 continue
             target = max(position, capture.start)
-            if not capture.rows and (not final or idle_advance_held(capture, target)):
+            if not capture.rows and not first_sync and (not final or idle_advance_held(capture, target)):
                 continue
             checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at)
             try:

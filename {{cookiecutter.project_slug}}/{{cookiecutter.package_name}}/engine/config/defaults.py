@@ -25,6 +25,7 @@ class BuiltinDefaults:
     target: str = "dev"
     target_dir: str = "target"
     gx_root: str = "."
+    max_lag_seconds: float = 86_400.0  # dq fails a table whose silver trails the source by more
     connect_timeout_s: int = 10
     binlog_read_timeout_s: float = 60.0  # a server that stops answering fails the read, not hangs it
     # follow

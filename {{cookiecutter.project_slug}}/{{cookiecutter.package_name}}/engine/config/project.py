@@ -108,6 +108,7 @@ class ProjectConfig:
     lake_root: str
     target_dir: Path
     gx_dir: Path
+    max_lag_seconds: float  # dq's freshness check, unless a table module sets its own
     spark: SparkSettings
     defaults: Defaults
     server_ids: tuple[int, int]
@@ -149,7 +150,9 @@ def load_project(
     project_lake = str(_required(project, "lake_root", PROJECT_FILE))
     lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
     target_dir = _target_dir(root, project)
-    gx_dir = root / str((project.get("quality") or {}).get("gx_root", DEFAULTS.gx_root))
+    quality = project.get("quality") or {}
+    gx_dir = root / str(quality.get("gx_root", DEFAULTS.gx_root))
+    max_lag = _positive_number(quality.get("max_lag_seconds", DEFAULTS.max_lag_seconds), "quality.max_lag_seconds")
     return ProjectConfig(
         name=str(project.get("name", root.name)),
         root=root,
@@ -161,6 +164,7 @@ def load_project(
         # target with a lake of its own keeps one in target/<target>/: its validation results and
         # Data Docs never mix with another lake's (the suites are rebuilt from the table modules).
         gx_dir=target_dir / target if own_lake else gx_dir,
+        max_lag_seconds=max_lag,
         spark=SparkSettings(
             master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
             # Rendered like profiles: keys of an object store come from the environment, never the file.
@@ -339,6 +343,16 @@ def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
     if key not in mapping:
         raise ConfigError(f"{where}: '{key}' is required", setting=key)
     return mapping[key]
+
+
+def _positive_number(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be a number", setting=name) from None
+    if not number > 0:  # also refuses NaN
+        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive", setting=name)
+    return number
 
 
 def _positive_int(value: Any, name: str) -> int:

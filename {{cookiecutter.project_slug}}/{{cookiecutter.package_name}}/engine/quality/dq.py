@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +41,7 @@ from ..source.introspect import describe_table
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
+from .freshness import freshness_check
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class SilverState:
     batch: int
     position: BinlogPosition
     window_end: BinlogPosition
+    synced_at: float | None = None  # when ``position`` was last the source's head (freshness)
 
 
 class NotComparable(DataQualityError):
@@ -110,7 +113,7 @@ def silver_state(spark: SparkSession, config: ProjectConfig, spec: TableSpec) ->
         raise NotComparable(f"table {spec.name}: bronze batch {batch} has no binlog position; "
                             f"run `make ingest TABLE={spec.name}`", table=spec.name)
     window_end = max(position, progress.high_watermark) if progress is not None else position
-    return SilverState(version, batch, position, window_end)
+    return SilverState(version, batch, position, window_end, checkpoint.synced_at)
 
 
 def net_row_change(changes: Iterable[RowChange]) -> int:
@@ -175,6 +178,7 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     healthy = [s for s in specs if s.name in states]
     if not healthy:
         return _in_order(specs, results)
+    checked_at = time.time()  # before the head is read: a lag measured from here is never short
     counts = count_source(config, healthy)
     with connection(config.source) as conn:
         schemas = {s.name: describe_table(conn, config.source.database, s.source_table, s.key) for s in healthy}
@@ -203,6 +207,9 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             expected_row_count=expected, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
         )
+        fresh = freshness_check(state.position, state.synced_at, counts.position, checked_at,
+                                spec.max_lag_seconds or config.max_lag_seconds)
+        result = replace(result, checks=(*result.checks, fresh), success=result.success and fresh.success)
         log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
                  "passed" if result.success else "FAILED", state.position, state.batch,
                  "not compared" if expected is None else expected, counts.rows[spec.name], counts.position)
