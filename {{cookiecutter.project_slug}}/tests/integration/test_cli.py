@@ -166,7 +166,7 @@ def test_an_s3a_lake_root_without_hadoop_aws_names_the_package_to_add(config):
 
 def test_ctrl_c_during_ingest_stops_at_once_and_records_interrupted(config):
     stale_success(config)
-    command, env = cli_command(config, "ingest")
+    command, env = cli_command(config, "ingest", "--progress", "always")  # stderr is a pipe here
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -158,6 +158,15 @@ def test_progress_lines_reach_the_console_only_on_a_terminal_and_the_log_file_al
     assert "snapshot chunks 1/9" in (tmp_path / "lakehouse.log").read_text()
 
 
+@pytest.mark.parametrize(("flag", "terminal", "shown"), [("always", False, True), ("never", True, False)])
+def test_the_progress_flag_overrides_the_terminal_check(tmp_path, capsys, monkeypatch, flag, terminal, shown):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    args = cli.build_parser("lakehouse").parse_args(["status", "--progress", flag])
+    with cli.RunLog(PACKAGE, progress=cli.PROGRESS[args.progress]):
+        logging.getLogger("lakehouse").info("orders: snapshot chunks 1/9", extra=PROGRESS)
+    assert ("snapshot chunks 1/9" in capsys.readouterr().err) is shown
+
+
 def test_a_bad_log_format_is_a_usage_error(root):
     with pytest.raises(SystemExit) as exited:
         run(root, "status", "--log-format", "xml")

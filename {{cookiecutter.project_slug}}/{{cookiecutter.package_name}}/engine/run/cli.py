@@ -43,6 +43,7 @@ RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq", "maintain"})
 # The commands (and ``source`` actions) that connect with the profile's user and password.
 NEEDS_SOURCE = frozenset({"ingest", "follow", "dq", "add-table", "source up"})
 LOG_FORMATS = ("text", "json")
+PROGRESS = {"auto": None, "always": True, "never": False}  # auto: progress lines only on a terminal
 # Shown by --version next to the project's own version: what its results depend on.
 ENGINE_PACKAGES = ("pyspark", "delta-spark", "great-expectations", "mysql-replication")
 INTERRUPTED = "interrupted; progress up to the last commit is kept"
@@ -131,6 +132,9 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
                         help="profile output to use (default: the profile's target)")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=default("text"),
                         help="console log lines as text or as one JSON object each")
+    parser.add_argument("--progress", choices=tuple(PROGRESS), default=default("auto"),
+                        help="progress lines (chunks, rows/s, ETA, binlog to read) on the console: "
+                             "auto shows them only on a terminal (the log file always has them)")
 
 
 class _VersionAction(argparse.Action):
@@ -189,7 +193,7 @@ def main(argv: Sequence[str] | None = None, package: str | None = None) -> int:
     run = Invocation(args.command, str(uuid.uuid4()), dt.datetime.now(dt.UTC))
     project_dir = args.project_dir.resolve()
     failures.reset_interrupt()
-    with RunLog(package, args.log_format) as run_log:
+    with RunLog(package, args.log_format, progress=PROGRESS[args.progress]) as run_log:
         # Before the configuration is read, so that a broken one is logged and recorded too.
         target_dir = peek_target_dir(project_dir)
         run_log.write_to(target_dir)
