@@ -41,8 +41,9 @@ class TableSpec:
         # A misspelt mode must fail here, naming the table, not quietly act as another mode.
         where = f"table {self.name!r}"
         if self.delivery is not None:
-            object.__setattr__(self, "delivery", Delivery.parse(self.delivery, f"{where}: delivery", table=self.name))
-        startup = Startup.parse(self.startup, f"{where}: startup", table=self.name)
+            delivery = Delivery.parse(self.delivery, f"{where}: delivery", "delivery", self.name)
+            object.__setattr__(self, "delivery", delivery)
+        startup = Startup.parse(self.startup, f"{where}: startup", "startup", self.name)
         object.__setattr__(self, "startup", startup)
         if (startup is Startup.POSITION) != (self.start_position is not None):
             raise ConfigError(f"{where}: start_position goes with startup='position' (and only with it), e.g. "
@@ -66,12 +67,11 @@ class TableSpec:
         key: object = self.key
         if isinstance(key, str):  # key="id" would iterate as ("i", "d")
             key = (key,)
-            object.__setattr__(self, "key", key)
         if key is not None and (not isinstance(key, tuple | list) or not key
                                 or not all(isinstance(k, str) and k for k in key)):
             raise ConfigError(f"{where}: key is {key!r}; use a tuple of column names, e.g. key=(\"id\",)",
                               table=self.name, setting="key")
-        if isinstance(key, list):
+        if key is not None:
             object.__setattr__(self, "key", tuple(key))
 
     @property

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import jinja2
 import yaml
@@ -25,37 +25,31 @@ PROFILES_FILE = "profiles.yml"
 
 
 
-class Delivery(StrEnum):
+class Mode(StrEnum):
+    """A setting with a fixed set of values, parsed from a file or a table module."""
+
+    @classmethod
+    def parse(cls, value: object, where: str, setting: str, table: str | None = None) -> Self:
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise ConfigError(f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}",
+                              setting=setting, table=table) from None
+
+
+class Delivery(Mode):
     """How binlog changes inside a snapshot chunk's watermark window are treated."""
 
     EXACTLY_ONCE = "exactly_once"  # drop the changes a chunk's rows already contain
     AT_LEAST_ONCE = "at_least_once"  # apply them again (MERGE on _seq makes that harmless)
 
-    @classmethod
-    def parse(cls, value: object, where: str, setting: str = "delivery", table: str | None = None) -> Delivery:
-        try:
-            return cls(str(value))
-        except ValueError:
-            raise ConfigError(
-                f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}",
-                setting=setting, table=table,
-            ) from None
 
-
-class Startup(StrEnum):
+class Startup(Mode):
     """Where a table's first run starts (Flink CDC's startup modes)."""
 
     INITIAL = "initial"  # snapshot, then the binlog from the snapshot's position
     LATEST = "latest"  # no snapshot: only changes from the source's position at the first run
     POSITION = "position"  # no snapshot: only changes after a given binlog position
-
-    @classmethod
-    def parse(cls, value: object, where: str, table: str | None = None) -> Startup:
-        try:
-            return cls(str(value))
-        except ValueError:
-            raise ConfigError(f"{where} is {value!r}; use one of {', '.join(repr(m.value) for m in cls)}",
-                              setting="startup", table=table) from None
 
 
 class Layer(StrEnum):
