@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.quality.dq import VALUES_CHECK, run_checks
+from {{ cookiecutter.package_name }}.engine.quality.fingerprint import has_field, spark_field, sql_field, unfingerprinted
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.source import embedded
 from {{ cookiecutter.package_name }}.engine.source.connection import qualified, quote_ident
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
-from .helpers import assert_silver_equals_exact_source, silver_rows_by_key
+from .helpers import assert_silver_equals_exact_source, silver_rows_by_key, table_schema
 
 pytestmark = pytest.mark.integration
 
@@ -310,10 +312,9 @@ def summary(problems: list[tuple]) -> str:
     return f"{len(problems)} differences; " + "; ".join(where) + "\nfirst: " + "\n".join(first)
 
 
-def test_every_type_lands_identically_from_the_snapshot_and_from_the_binlog(
-    spark, config, source_in_a_non_utc_zone: SourceSession
-):
-    source = source_in_a_non_utc_zone
+def ingest_every_type(spark, config, source: SourceSession) -> None:
+    """The table with every type: snapshotted, then changed through the binlog (inserts, updates
+    moving every row's values on by one, deletes) and caught up."""
     database = config.source.database
     spec = [TableSpec(TABLE, TABLE)]
     source.run(create_table_sql())
@@ -333,6 +334,13 @@ def test_every_type_lands_identically_from_the_snapshot_and_from_the_binlog(
     (second,) = Pipeline(config, spark, "run-2").ingest(spec)
     assert second.snapshot_rows == 0, "the second run must read the binlog, not re-snapshot"
     assert second.binlog_rows > 0
+
+
+def test_every_type_lands_identically_from_the_snapshot_and_from_the_binlog(
+    spark, config, source_in_a_non_utc_zone: SourceSession
+):
+    source = source_in_a_non_utc_zone
+    ingest_every_type(spark, config, source)
 
     silver = silver_rows_by_key(spark, config, TABLE)
     wkb = wkb_of(source)
@@ -354,3 +362,31 @@ def test_every_type_lands_identically_from_the_snapshot_and_from_the_binlog(
     # 3. Deleted rows are gone, and silver is the source's current state value by value.
     assert (UPDATED_IDS[-1],) not in silver and (9999,) not in silver
     assert_silver_equals_exact_source(spark, config, TABLE)
+
+
+def test_every_type_fingerprints_alike_in_the_source_and_in_silver(
+    spark, config, source_in_a_non_utc_zone: SourceSession
+):
+    """dq's value reconciliation spells each value twice, in SQL and in Spark: every column of
+    every row (snapshot and binlog paths, NULLs, zero dates, edge values) must give one field."""
+    source = source_in_a_non_utc_zone
+    ingest_every_type(spark, config, source)
+    schema = table_schema(config, TABLE)
+    compared = [c for c in schema.columns if has_field(c)]
+    left_out = {text.split(" ")[0] for text in unfingerprinted(schema.columns)}
+    assert left_out == {name for name, kind, _ in columns() if kind.sql_type.split("(")[0] in {"FLOAT", "DOUBLE"}}
+    fields = ", ".join(sql_field(c) for c in compared)
+    in_source = {row[0]: row[1:] for row in source.run(
+        f"SELECT `id`, {fields} FROM {qualified(config.source.database, TABLE)}")}
+    frame = spark.read.format("delta").load(config.table_path("silver", TABLE))
+    in_silver = {row[0]: tuple(row[1:]) for row in frame.select("id", *(spark_field(c) for c in compared)).collect()}
+    assert in_source.keys() == in_silver.keys()
+    problems = [(key, col.name, mine, theirs) for key in sorted(in_source)
+                for col, mine, theirs in zip(compared, in_silver[key], in_source[key], strict=True) if mine != theirs]
+    assert not problems, f"{len(problems)} fields differ (key, column, silver, source): {problems[:8]}"
+
+    # The whole comparison, as dq makes it: nothing differs, floats are named as not compared.
+    (result,) = run_checks(config, spark, [TableSpec(TABLE, TABLE)])
+    (values,) = [c for c in result.checks if c.expectation == VALUES_CHECK]
+    assert values.success and "hold the source's values" in values.observed, values.observed
+    assert "float_n (float)" in values.observed

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.quality.datadocs import external_references
-from {{ cookiecutter.package_name }}.engine.quality.dq import ALIGNMENT_CHECK, run_checks
+from {{ cookiecutter.package_name }}.engine.quality.dq import ALIGNMENT_CHECK, VALUES_CHECK, run_checks
 from {{ cookiecutter.package_name }}.engine.run.locks import table_locks
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.sink import deltalog
@@ -63,6 +63,10 @@ def test_checks_pass_at_silvers_position_after_new_source_changes_without_writin
     assert results[0].docs_path and results[0].docs_path.endswith(".html")
     assert all(r.compared_at and ":" in r.compared_at for r in results)  # file:offset
     assert lake_versions(spark, config, [s.name for s in specs]) == before  # dq wrote nothing
+    # Values too: the keys changed since silver's position are left out on both sides, every
+    # other row holds the source's values.
+    (values,) = [c for c in results[0].checks if c.expectation == VALUES_CHECK]
+    assert "changed between the compared positions" in values.observed, values.observed
 
 
 def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):
@@ -71,8 +75,39 @@ def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):
     spark.sql(f"DELETE FROM delta.`{config.table_path('silver', 'customers')}` WHERE customer_id = 42")
     (result,) = run_checks(config, spark, specs)
     assert not result.success
-    failed = [c for c in result.checks if not c.success]
-    assert len(failed) == 1 and "row_count" in failed[0].expectation
+    failed = {c.expectation: c.observed for c in result.checks if not c.success}
+    assert len(failed) == 2 and any("row_count" in name for name in failed), failed
+    assert "customer_id=42: missing from silver" in failed[VALUES_CHECK]
+
+
+def test_a_value_changed_directly_in_silver_is_reported_with_its_key_and_range(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name in ("customers", "order_items")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    assert all(r.success for r in run_checks(config, spark, specs))
+    silver = config.table_path("silver", "customers")
+    spark.sql(f"UPDATE delta.`{silver}` SET full_name = concat(full_name, '!') WHERE customer_id = 7")
+    spark.sql(f"UPDATE delta.`{silver}` SET created_at = created_at + INTERVAL 1 SECOND WHERE customer_id = 8")
+    items = config.table_path("silver", "order_items")
+    order_id = spark.read.format("delta").load(items).agg({"order_id": "min"}).first()[0]
+    spark.sql(f"UPDATE delta.`{items}` SET quantity = quantity + 1 WHERE order_id = {order_id} AND line_no = 1")
+    # A source change since the ingest is no difference, and does not hide one.
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Later' WHERE customer_id = 9;")
+    checked = run_checks(config, spark, specs)
+    wanted = (["customer_id=7", "customer_id=8"], [f"order_id={order_id}, line_no=1"])
+    for result, keys in zip(checked, wanted, strict=True):
+        failed = {c.expectation: c.observed for c in result.checks if not c.success}
+        assert list(failed) == [VALUES_CHECK], failed  # the count and the keys are still right
+        report = failed[VALUES_CHECK]
+        assert all(f"{key}: other values" in report for key in keys), report
+        assert report.startswith("1 of ") and "FULL_REFRESH=1" in report, report
+    customers = failed_values(checked[0])
+    # 400 keys in buckets 400 wide: 1..399 in the first, less the key changed since the ingest.
+    assert "customer_id 0..399 (398 rows in the source, 398 in silver)" in customers, customers
+    assert "customer_id=9" not in customers and "1 key changed between" in customers
+
+
+def failed_values(result) -> str:
+    return next(c.observed for c in result.checks if c.expectation == VALUES_CHECK)
 
 
 def test_freshness_fails_a_table_whose_silver_trails_the_source_by_more_than_its_limit(spark, config, mariadb):

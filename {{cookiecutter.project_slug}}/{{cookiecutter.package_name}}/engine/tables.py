@@ -32,6 +32,9 @@ class TableSpec:
     startup: Startup | str = Startup.INITIAL
     start_position: str | None = None
     max_lag_seconds: float | None = None  # dq's freshness limit; None: quality.max_lag_seconds
+    # dq reconciles silver with the source value by value (one scan of each side per check run);
+    # False leaves only row count, key uniqueness and freshness, e.g. for a huge table checked often.
+    compare_values: bool = True
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).

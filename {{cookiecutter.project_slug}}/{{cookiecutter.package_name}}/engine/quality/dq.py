@@ -14,6 +14,9 @@ How one table is compared, for every selected table at once:
 3. The binlog between ``R`` and ``P`` is read (as a replica, nothing is written) and the table's
    net row change in it carries the count from ``P`` back (or forward) to ``R``. Silver is
    checked against that count: both sides are the table at ``R``, the compared position.
+4. In the same read view, silver is reconciled with the source value by value (``reconcile``):
+   row fingerprints summed per key bucket on both sides, the keys changed between ``R`` and
+   ``P`` left out of both, differing buckets compared key by key and named in the report.
 
 A table whose snapshot's watermark window is still open (changes of the table between ``R`` and
 the window's end, which its next ingest filters) has no single position yet: its check fails,
@@ -28,8 +31,9 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
@@ -37,11 +41,13 @@ from ..config.project import Layer, ProjectConfig
 from ..errors import DataQualityError, IngestError
 from ..sink import deltalog
 from ..source.connection import connection, qualified, query, start_consistent_snapshot
-from ..source.introspect import describe_table
+from ..source.introspect import TableSchema, describe_table
+from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
 from .freshness import freshness_check
+from .reconcile import DRILLED_BUCKETS, Reconciliation, SourceSide, reconcile, source_side
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
 
 if TYPE_CHECKING:
@@ -50,12 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ALIGNMENT_CHECK = "silver at one source binlog position"
-
-
-@dataclass(frozen=True)
-class SourceCounts:
-    position: BinlogPosition
-    rows: dict[str, int]
+VALUES_CHECK = "silver_values_equal_source(row fingerprints per key bucket)"
 
 
 @dataclass(frozen=True)
@@ -73,19 +74,6 @@ class SilverState:
 
 class NotComparable(DataQualityError):
     """Silver of a table cannot be compared with the source (yet); the message says why."""
-
-
-def count_source(config: ProjectConfig, specs: Sequence[TableSpec]) -> SourceCounts:
-    """Count every table inside one read view, at one exact binlog position."""
-    database = config.source.database
-    with connection(config.source) as conn:
-        position = start_consistent_snapshot(conn)
-        rows = {
-            s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
-            for s in specs
-        }
-        conn.commit()
-    return SourceCounts(position, rows)
 
 
 def silver_state(spark: SparkSession, config: ProjectConfig, spec: TableSpec) -> SilverState:
@@ -179,42 +167,122 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     if not healthy:
         return _in_order(specs, results)
     checked_at = time.time()  # before the head is read: a lag measured from here is never short
-    counts = count_source(config, healthy)
-    with connection(config.source) as conn:
-        schemas = {s.name: describe_table(conn, config.source.database, s.source_table, s.key) for s in healthy}
-    keys = {name: schema.key for name, schema in schemas.items()}
     try:
-        transactions = _binlog_between(config, counts.position, [states[s.name] for s in healthy],
-                                       {s.source_table: keys[s.name] for s in healthy})
+        compared = compare_with_source(config, spark, healthy, states)
     except IngestError as exc:
         log.error("binlog between the compared positions: %s", exc)
         return _in_order(specs, results + [failed(s.name, f"reading the binlog failed: {exc}") for s in healthy])
     for spec in healthy:
-        state = states[spec.name]
-        try:
-            # A table started without a snapshot (startup latest/position) holds only the rows
-            # changed since: its row count is not the source's, so only its keys are checked.
-            expected = count_at(counts.rows[spec.name], counts.position, state, spec.source_table,
-                                transactions) if spec.snapshots else None
-        except NotComparable as exc:
-            log.error("%s", exc)
-            results.append(failed(spec.name, str(exc)))
+        state, outcome = states[spec.name], compared.tables[spec.name]
+        if isinstance(outcome, NotComparable):
+            log.error("%s", outcome)
+            results.append(failed(spec.name, str(outcome)))
             continue
         extra = list(spec.expectations()) if spec.expectations else []
-        uniqueness = key_uniqueness(_silver_at(spark, config, spec, state), schemas[spec.name], config.source)
+        uniqueness = key_uniqueness(_silver_at(spark, config, spec, state), outcome.schema, config.source)
         result = run_quality_checks(
-            uniqueness.frame, table=spec.name, key_columns=keys[spec.name],
-            expected_row_count=expected, extra_expectations=extra, gx_root=config.gx_dir,
+            uniqueness.frame, table=spec.name, key_columns=outcome.schema.key,
+            expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
         )
-        fresh = freshness_check(state.position, state.synced_at, counts.position, checked_at,
+        fresh = freshness_check(state.position, state.synced_at, compared.position, checked_at,
                                 spec.max_lag_seconds or config.max_lag_seconds)
-        result = replace(result, checks=(*result.checks, fresh), success=result.success and fresh.success)
+        added = [fresh]
+        if outcome.values is not None:
+            added.append(CheckOutcome(VALUES_CHECK, outcome.values.success, outcome.values.observed(spec.name)))
+        result = replace(result, checks=(*result.checks, *added),
+                         success=result.success and all(c.success for c in added))
         log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
                  "passed" if result.success else "FAILED", state.position, state.batch,
-                 "not compared" if expected is None else expected, counts.rows[spec.name], counts.position)
+                 "not compared" if outcome.expected_rows is None else outcome.expected_rows,
+                 outcome.source_rows, compared.position)
         results.append(result)
     return _in_order(specs, results)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One table compared with the source: ``expected_rows`` is the source's row count at
+    silver's position (None: not compared, the table started without a snapshot), ``values``
+    the value-by-value reconciliation (None: not made, see :func:`compares_values`)."""
+
+    schema: TableSchema
+    source_rows: int
+    expected_rows: int | None
+    values: Reconciliation | None
+
+
+@dataclass(frozen=True)
+class SourceComparison:
+    position: BinlogPosition  # the source's read view
+    tables: dict[str, Compared | NotComparable]
+
+
+def compares_values(spec: TableSpec) -> bool:
+    """Whether silver can be compared with the source value by value: it holds every row (the
+    table was snapshotted) in the source's own columns (no silver transform)."""
+    return spec.snapshots and spec.transform is None and spec.compare_values
+
+
+def changed_keys(transactions: Iterable[Transaction], table: str, low: BinlogPosition, high: BinlogPosition,
+                 schema: TableSchema) -> list[tuple]:
+    """The keys of ``table`` changed between ``low`` and ``high``, as silver stores them (both
+    the old and the new key of a key-changing update), in binlog order without repeats."""
+    converters = [binlog_converter(c) for c in schema.key_columns]
+    seen: dict[tuple, None] = {}
+    for transaction in transactions:
+        if low < transaction.end <= high:
+            for change in transaction.changes:
+                if change.table == table:
+                    key = zip(converters, schema.key, strict=True)
+                    seen[tuple(convert(change.values[name]) for convert, name in key)] = None
+    return list(seen)
+
+
+def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec],
+                        states: Mapping[str, SilverState], *, drilled: int = DRILLED_BUCKETS) -> SourceComparison:
+    """Count (and, where possible, reconcile value by value) every table in one read view of the
+    source at one position ``P``, carried back to each table's silver position through the binlog.
+
+    The read view stays open while silver is summed: the keys changed between the positions are
+    taken out of the source's sums in that same view. ``drilled``: differing buckets compared
+    key by key per table."""
+    database = config.source.database
+    tables: dict[str, Compared | NotComparable] = {}
+    with connection(config.source) as conn:
+        position = start_consistent_snapshot(conn)
+        schemas = {s.name: describe_table(conn, database, s.source_table, s.key) for s in specs}
+        rows = {s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
+                for s in specs}
+        sides = {s.name: source_side(conn, schemas[s.name], rows[s.name]) for s in specs if compares_values(s)}
+        transactions = _binlog_between(config, position, list(states.values()),
+                                       {s.source_table: schemas[s.name].key for s in specs})
+        for spec in specs:
+            state, schema = states[spec.name], schemas[spec.name]
+            try:
+                expected = count_at(rows[spec.name], position, state, spec.source_table,
+                                    transactions) if spec.snapshots else None
+            except NotComparable as exc:
+                tables[spec.name] = exc
+                continue
+            values = None
+            if spec.name in sides:
+                low, high = sorted((state.position, position))
+                changed = changed_keys(transactions, spec.source_table, low, high, schema)
+                silver = _silver_at(spark, config, spec, state)
+                values = _reconciled(conn, spark, sides[spec.name], silver, changed, drilled)
+            tables[spec.name] = Compared(schema, rows[spec.name], expected, values)
+        conn.commit()
+    return SourceComparison(position, tables)
+
+
+def _reconciled(conn: Any, spark: SparkSession, side: SourceSide, silver: DataFrame,
+                changed: Sequence[tuple], drilled: int) -> Reconciliation:
+    try:
+        return reconcile(conn, spark, side, silver, changed, drilled=drilled)
+    except AnalysisException as exc:  # e.g. a column the source has and silver has not
+        first = str(exc).strip().splitlines()[0]
+        return Reconciliation(not_compared=f"silver's columns are not the source's ({first[:300]})")
 
 
 def _unique_key(table: str, uniqueness: KeyUniqueness) -> UniqueKey:

@@ -1,0 +1,141 @@
+"""One fingerprint of a row's values, computed alike by the source (SQL) and by Spark (silver).
+
+Reconciliation compares silver with the source value by value without moving the rows: each side
+reduces every row to a 60-bit number and groups the numbers by key bucket. Both sides must
+therefore spell every value the same way before hashing it, which is what this module owns:
+
+- each column becomes one *field*: the upper-case hex of the value's canonical bytes, or ``N``
+  for NULL (hex cannot contain ``N``, and hex keeps ``|`` out of the values);
+- the fields are joined by ``|``; the first 15 hex digits of the MD5 of that text, read as a
+  number, are the row's fingerprint. 60 bits fit Spark's signed BIGINT and MySQL's unsigned one.
+
+The canonical bytes are those silver stores (see ``source.typemap``): the SQL side re-spells the
+source's value in silver's form, e.g. a TIMESTAMP as UTC microseconds, a zero DATE as NULL, a
+spatial value as WKB without the SRID, a TIME with its fraction only when there is one.
+A column whose spelling cannot be made identical on both sides (FLOAT and DOUBLE: MySQL and Java
+print doubles differently, and no SQL function exposes their bits) has no field; it is left out
+of the fingerprint and named by :func:`unfingerprinted`, never silently compared as equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from ..source.connection import quote_ident
+from ..source.introspect import ColumnInfo
+from ..source.typemap import BINARY_TYPES, MARIADB_BINARY_TEXT, SPARK_MAX_PRECISION, SPATIAL_TYPES
+
+NULL_FIELD = "N"
+SEPARATOR = "|"
+HASH_HEX_DIGITS = 15  # 60 bits: a non-negative BIGINT in Spark, BIGINT UNSIGNED in MySQL
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
+UNCOMPARABLE_TYPES = frozenset({"float", "double"})
+SRID_BYTES = 4
+
+
+def has_field(col: ColumnInfo) -> bool:
+    return col.data_type not in UNCOMPARABLE_TYPES
+
+
+def unfingerprinted(columns: Sequence[ColumnInfo]) -> tuple[str, ...]:
+    """The columns left out of the fingerprint (each with its type), for the report."""
+    return tuple(f"{c.name} ({c.data_type})" for c in columns if not has_field(c))
+
+
+# --- SQL (the source) ---------------------------------------------------------------------
+
+
+def _zero_date_guard(name: str, expression: str) -> str:
+    """NULL where silver holds NULL: the zero date and dates with a zero part, which SELECT
+    returns as text and the binlog as None (``typemap._zero_date_to_none``)."""
+    return f"IF(YEAR({name}) = 0 OR MONTH({name}) = 0 OR DAYOFMONTH({name}) = 0, NULL, {expression})"
+
+
+def sql_field(col: ColumnInfo) -> str:
+    """The SQL expression of one column's field (never NULL)."""
+    name = quote_ident(col.name)
+    kind = col.data_type
+    if kind in BINARY_TYPES:
+        hexed = f"HEX({name})"
+    elif kind in SPATIAL_TYPES:
+        hexed = f"HEX(SUBSTRING({name}, {SRID_BYTES + 1}))"
+    elif kind == "bit":
+        width = col.display_width or 1
+        if width == 1:
+            hexed = f"HEX(CAST({name} + 0 AS CHAR))"
+        else:  # silver holds big-endian bytes, (width + 7) // 8 of them
+            hexed = f"LPAD(HEX({name} + 0), {2 * ((width + 7) // 8)}, '0')"
+    else:
+        hexed = f"HEX(CONVERT({_sql_text(col, name)} USING utf8mb4))"
+    return f"COALESCE({hexed}, '{NULL_FIELD}')"
+
+
+def _sql_text(col: ColumnInfo, name: str) -> str:
+    """The column as the text silver's value casts to (see :func:`_spark_text`)."""
+    kind = col.data_type
+    if kind in INTEGER_TYPES or kind == "decimal":
+        return f"CAST({name} AS CHAR)"
+    if kind == "year":
+        return f"CAST({name} + 0 AS CHAR)"  # YEAR 0000 is 0 in silver
+    if kind == "date":
+        return _zero_date_guard(name, f"DATE_FORMAT({name}, '%Y-%m-%d')")
+    if kind == "datetime":
+        return _zero_date_guard(name, f"DATE_FORMAT({name}, '%Y-%m-%d %H:%i:%s.%f')")
+    if kind == "timestamp":
+        # UTC microseconds; the zero TIMESTAMP (epoch 0, never a real value) is NULL in silver.
+        return f"CAST(NULLIF(CAST(UNIX_TIMESTAMP({name}) * 1000000 AS SIGNED), 0) AS CHAR)"
+    if kind == "time":
+        # typemap._time_text: the fraction only when there is one, always six digits then.
+        return (f"IF(MICROSECOND({name}) = 0, TIME_FORMAT({name}, '%H:%i:%s'), "
+                f"TIME_FORMAT({name}, '%H:%i:%s.%f'))")
+    if kind in MARIADB_BINARY_TEXT:
+        return f"CAST({name} AS CHAR)"
+    return name  # text types, enum, set, json: the text itself
+
+
+def sql_row_hash(columns: Sequence[ColumnInfo]) -> str:
+    """The SQL expression of the fingerprint of ``columns`` (those with a field)."""
+    fields = ", ".join(sql_field(c) for c in columns if has_field(c)) or f"'{NULL_FIELD}'"
+    return (f"CAST(CONV(LEFT(MD5(CONCAT_WS('{SEPARATOR}', {fields})), {HASH_HEX_DIGITS}), 16, 10) "
+            "AS UNSIGNED)")
+
+
+# --- Spark (silver) -----------------------------------------------------------------------
+
+
+def spark_field(col: ColumnInfo) -> Column:
+    """The Spark expression of one column's field, equal to :func:`sql_field` for equal values."""
+    value = F.col(quote_ident(col.name))
+    kind = col.data_type
+    if kind in BINARY_TYPES or kind in SPATIAL_TYPES or (kind == "bit" and (col.display_width or 1) > 1):
+        hexed = F.hex(value)
+    else:
+        hexed = F.hex(_spark_text(col, value))
+    return F.coalesce(hexed, F.lit(NULL_FIELD))
+
+
+def _spark_text(col: ColumnInfo, value: Column) -> Column:
+    kind = col.data_type
+    if kind == "bit":
+        return value.cast("int").cast("string")
+    if kind == "decimal" and (col.precision or 10) <= SPARK_MAX_PRECISION:
+        return value.cast("string")  # plain positional text with the column's scale, like CAST AS CHAR
+    if kind == "date":
+        return F.date_format(value, "yyyy-MM-dd")
+    if kind == "datetime":
+        return F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+    if kind == "timestamp":
+        return F.unix_micros(value).cast("string")
+    if kind in INTEGER_TYPES or kind == "year":
+        return value.cast("string")
+    return value  # already silver's text (text types, enum, set, json, time, uuid, inet, DECIMAL(>38))
+
+
+def spark_row_hash(columns: Sequence[ColumnInfo]) -> Column:
+    """The Spark expression of the fingerprint of ``columns``, equal to :func:`sql_row_hash`."""
+    fields = [spark_field(c) for c in columns if has_field(c)] or [F.lit(NULL_FIELD)]
+    digest = F.md5(F.concat_ws(SEPARATOR, *fields).cast("binary"))
+    return F.conv(F.substring(digest, 1, HASH_HEX_DIGITS), 16, 10).cast("bigint")

@@ -1,0 +1,364 @@
+"""Reconciliation: silver compared with the source value by value, per key bucket.
+
+Each side reduces every row to a fingerprint (``fingerprint``) and sums its rows per key bucket
+(row count and XOR of fingerprints): a few numbers per bucket cross the network, not the rows.
+A bucket whose sums differ holds a difference; its rows are then compared key by key (their
+fingerprints only), so the report names the keys: missing from silver, not in the source, or
+holding other values.
+
+The two sides are taken at two positions, which ``dq`` reconciles like its row count:
+
+- the source inside one consistent snapshot, at binlog position ``P``;
+- silver at the Delta version it looks at, holding every change up to ``R`` (``R <= P``).
+
+Keys changed between ``R`` and ``P`` (in the binlog, read by ``dq``) may rightly differ. They are
+taken out of both sides (in the same read view on the source, by an anti join in silver) and
+counted as "not compared"; every other key holds the same values at ``R`` and at ``P``, so any
+difference there is a defect. No guess: a table changed too much between the two positions to
+list its keys is not compared at all, and says so.
+
+Buckets are ranges of the first key column when it is an integer (so a report reads
+``id 10000..19999``), else a hash of the key (``keys hashing to bucket 17 of 64``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..source.connection import qualified, query, quote_ident
+from ..source.introspect import ColumnInfo, TableSchema
+from ..source.typemap import select_converter, spark_type
+from .fingerprint import (
+    INTEGER_TYPES,
+    SEPARATOR,
+    spark_field,
+    spark_row_hash,
+    sql_field,
+    sql_row_hash,
+    unfingerprinted,
+)
+
+ROWS_PER_BUCKET = 10_000  # a differing bucket is compared key by key: keep that small
+MAX_BUCKETS = 4096
+MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
+KEYS_PER_QUERY = 500
+DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are named only)
+NAMED_KEYS = 10  # keys named per drilled bucket
+
+Key = tuple[Any, ...]
+Sums = dict[int, tuple[int, int]]  # bucket -> (rows, XOR of fingerprints)
+
+
+@dataclass(frozen=True)
+class Bucketing:
+    """How rows are grouped: ``width``-wide ranges of the first key column (an integer), else
+    ``count`` buckets of a hash of the whole key."""
+
+    key: tuple[ColumnInfo, ...]
+    width: int | None = None
+    count: int = 1
+    low: int | None = None  # the source's smallest first key value when ranged (for reports)
+
+    def sql(self) -> str:
+        if self.width is not None:
+            return f"{quote_ident(self.key[0].name)} DIV {self.width}"
+        return f"CRC32({_sql_key_id(self.key)}) % {self.count}"
+
+    def spark(self) -> Column:
+        if self.width is not None:
+            return F.expr(f"{quote_ident(self.key[0].name)} div {self.width}")
+        return F.crc32(_spark_key_id(self.key).cast("binary")) % F.lit(self.count)
+
+    def sql_predicate(self, bucket: int) -> tuple[str, list[Any]]:
+        """The rows of ``bucket``: an index range on the first key column when ranged (SQL with
+        ``%s`` placeholders, its own ``%`` doubled)."""
+        if self.width is None:
+            return f"{_escaped(self.sql())} = %s", [bucket]
+        low, high = self.bounds(bucket)
+        name = quote_ident(self.key[0].name)
+        return f"{name} BETWEEN %s AND %s", [low, high]
+
+    def bounds(self, bucket: int) -> tuple[int, int]:
+        """The first key column's values in a ranged ``bucket`` (``DIV`` truncates toward zero,
+        so bucket 0 spans both signs)."""
+        assert self.width is not None
+        if bucket > 0:
+            return bucket * self.width, (bucket + 1) * self.width - 1
+        if bucket < 0:
+            return (bucket - 1) * self.width + 1, bucket * self.width
+        return -(self.width - 1), self.width - 1
+
+    def describe(self, bucket: int) -> str:
+        if self.width is None:
+            return f"keys hashing to bucket {bucket} of {self.count}"
+        low, high = self.bounds(bucket)
+        if bucket == 0 and self.low is not None and self.low >= 0:
+            low = 0  # bucket 0 spans both signs; a key table without negative keys reads 0..
+        return f"{self.key[0].name} {low}..{high}"
+
+
+def plan_bucketing(key: Sequence[ColumnInfo], rows: int, low: int | None, high: int | None) -> Bucketing:
+    """Buckets of about ``ROWS_PER_BUCKET`` rows; ``low``/``high``: the first key column's
+    range when it is an integer (None when the table is empty or the key is not an integer)."""
+    wanted = max(1, min(MAX_BUCKETS, math.ceil(rows / ROWS_PER_BUCKET)))
+    if low is not None and high is not None and is_ranged(key):
+        return Bucketing(tuple(key), width=max(1, math.ceil((high - low + 1) / wanted)), low=low)
+    return Bucketing(tuple(key), count=wanted)
+
+
+def is_ranged(key: Sequence[ColumnInfo]) -> bool:
+    """Whether buckets can be ranges of the first key column: a signed integer, or one that
+    fits a signed BIGINT (an unsigned BIGINT may not)."""
+    first = key[0]
+    return first.data_type in INTEGER_TYPES and not (first.data_type == "bigint" and first.unsigned)
+
+
+def _escaped(sql: str) -> str:
+    """``sql`` for a statement with arguments: the driver reads ``%`` as a placeholder
+    (DATE_FORMAT's ``'%Y'``, the hash bucket's modulo)."""
+    return sql.replace("%", "%%")
+
+
+def _sql_key_id(key: Sequence[ColumnInfo]) -> str:
+    return f"CONCAT_WS('{SEPARATOR}', {', '.join(sql_field(c) for c in key)})"
+
+
+def _spark_key_id(key: Sequence[ColumnInfo]) -> Column:
+    return F.concat_ws(SEPARATOR, *(spark_field(c) for c in key))
+
+
+# --- pure bookkeeping ---------------------------------------------------------------------
+
+
+def add_rows(sums: Mapping[int, tuple[int, int]], rows: Iterable[tuple[int, int]], sign: int = 1) -> Sums:
+    """``sums`` with rows (bucket, fingerprint) added (``sign`` 1) or taken out (-1): XOR is its
+    own inverse, the count moves by ``sign``. Buckets left empty are dropped."""
+    result = dict(sums)
+    for bucket, fingerprint in rows:
+        count, xor = result.get(bucket, (0, 0))
+        result[bucket] = (count + sign, xor ^ fingerprint)
+    return {b: v for b, v in result.items() if v != (0, 0)}
+
+
+def differing_buckets(source: Mapping[int, tuple[int, int]], silver: Mapping[int, tuple[int, int]]) -> list[int]:
+    """Buckets whose row count or fingerprint XOR differ, in bucket order."""
+    return sorted(b for b in source.keys() | silver.keys() if source.get(b, (0, 0)) != silver.get(b, (0, 0)))
+
+
+@dataclass(frozen=True)
+class KeyDifference:
+    key: str
+    problem: str  # "missing from silver", "not in the source", "other values"
+    values: Key = field(default=(), compare=False)  # the key's values as silver stores them
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    fingerprint: int
+    shown: str  # the key as a report shows it
+    values: Key  # as silver stores them
+
+
+Rows = Mapping[str, KeyRow]  # key id -> the row's fingerprint and key
+
+
+def key_differences(source: Rows, silver: Rows) -> list[KeyDifference]:
+    """Keys (by their field spelling) whose rows differ."""
+    found = []
+    for key_id in sorted(source.keys() | silver.keys()):
+        mine, theirs = silver.get(key_id), source.get(key_id)
+        if theirs is None:
+            assert mine is not None
+            found.append(KeyDifference(mine.shown, "not in the source", mine.values))
+        elif mine is None:
+            found.append(KeyDifference(theirs.shown, "missing from silver", theirs.values))
+        elif mine.fingerprint != theirs.fingerprint:
+            found.append(KeyDifference(theirs.shown, "other values", theirs.values))
+    return found
+
+
+@dataclass(frozen=True)
+class BucketDifference:
+    bucket: str  # described
+    source_rows: int
+    silver_rows: int
+    keys: tuple[KeyDifference, ...] = ()  # empty when the bucket was not compared key by key
+    drilled: bool = False  # compared key by key: ``keys`` are all its differing keys
+
+    def describe(self) -> str:
+        text = f"{self.bucket} ({self.source_rows} rows in the source, {self.silver_rows} in silver)"
+        if self.keys:
+            named = ", ".join(f"{k.key}: {k.problem}" for k in self.keys[:NAMED_KEYS])
+            more = len(self.keys) - NAMED_KEYS
+            text += f": {named}" + (f" and {more} more keys" if more > 0 else "")
+        return text
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """The outcome for one table; ``not_compared`` says why it could not be (then it fails)."""
+
+    buckets: int = 0
+    differences: tuple[BucketDifference, ...] = ()
+    changed_keys: int = 0  # changed between the two positions: left out of the comparison
+    unfingerprinted: tuple[str, ...] = ()
+    not_compared: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.not_compared is None and not self.differences
+
+    def differing_keys(self) -> list[KeyDifference]:
+        """Every differing key; raises when a differing bucket was not compared key by key."""
+        if any(not d.drilled for d in self.differences):
+            raise ValueError("not every differing bucket was compared key by key")
+        return [k for d in self.differences for k in d.keys]
+
+    def observed(self, table: str) -> str:
+        if self.not_compared is not None:
+            return f"not compared: {self.not_compared}"
+        left_out = []
+        if self.changed_keys:
+            plural = "s" if self.changed_keys != 1 else ""
+            left_out.append(f"{self.changed_keys} key{plural} changed between the compared positions")
+        if self.unfingerprinted:
+            left_out.append("columns " + ", ".join(self.unfingerprinted))
+        tail = f"; not compared: {'; '.join(left_out)}" if left_out else ""
+        if not self.differences:
+            return f"all {self.buckets} key buckets hold the source's values{tail}"
+        shown = "; ".join(d.describe() for d in self.differences[:DRILLED_BUCKETS])
+        more = len(self.differences) - DRILLED_BUCKETS
+        return (f"{len(self.differences)} of {self.buckets} key buckets differ from the source: {shown}"
+                + (f"; and {more} more buckets" if more > 0 else "") + tail
+                + f"; re-snapshot the table to repair it (`make ingest TABLE={table} FULL_REFRESH=1`)")
+
+
+# --- the source side (inside the caller's read view) --------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceSide:
+    """One table's buckets summed in the source's read view."""
+
+    schema: TableSchema
+    bucketing: Bucketing
+    sums: Sums
+
+
+def source_side(conn: pymysql.connections.Connection, schema: TableSchema, rows: int) -> SourceSide:
+    """Bucket ``schema``'s table and sum its buckets, in the read view ``conn`` has open."""
+    table = qualified(schema.schema, schema.table)
+    low = high = None
+    if is_ranged(schema.key_columns):
+        first = quote_ident(schema.key[0])
+        low, high = query(conn, f"SELECT MIN({first}), MAX({first}) FROM {table}")[0]
+    bucketing = plan_bucketing(schema.key_columns, rows, low, high)
+    sums = {int(b): (int(n), int(x)) for b, n, x in query(
+        conn, f"SELECT {bucketing.sql()} AS b, COUNT(*), BIT_XOR({sql_row_hash(schema.columns)}) "
+              f"FROM {table} GROUP BY b")}
+    return SourceSide(schema, bucketing, sums)
+
+
+def source_rows_of(conn: pymysql.connections.Connection, side: SourceSide,
+                   keys: Sequence[Key]) -> list[tuple[int, int, str]]:
+    """(bucket, fingerprint, key id) of the source rows holding ``keys`` (in the read view)."""
+    schema = side.schema
+    found: list[tuple[int, int, str]] = []
+    names = ", ".join(quote_ident(k) for k in schema.key)
+    one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
+    key_id = _sql_key_id(schema.key_columns)
+    selected = _escaped(f"{side.bucketing.sql()}, {sql_row_hash(schema.columns)}, {key_id}")
+    for start in range(0, len(keys), KEYS_PER_QUERY):
+        batch = keys[start:start + KEYS_PER_QUERY]
+        found += [(int(b), int(h), str(k)) for b, h, k in query(
+            conn, f"SELECT {selected} FROM {qualified(schema.schema, schema.table)} "
+                  f"WHERE ({names}) IN ({', '.join([one] * len(batch))})",
+            [value for key in batch for value in key])]
+    return found
+
+
+def _source_bucket_rows(conn: pymysql.connections.Connection, side: SourceSide, bucket: int) -> Rows:
+    schema = side.schema
+    where, args = side.bucketing.sql_predicate(bucket)
+    shown = ", ".join(quote_ident(k) for k in schema.key)
+    selected = _escaped(f"{_sql_key_id(schema.key_columns)}, {sql_row_hash(schema.columns)}, {shown}")
+    rows = query(conn, f"SELECT {selected} FROM {qualified(schema.schema, schema.table)} WHERE {where}", args)
+    convert = [select_converter(c) for c in schema.key_columns]
+    found = {}
+    for row in rows:
+        values = tuple(f(v) for f, v in zip(convert, row[2:], strict=True))
+        found[str(row[0])] = KeyRow(int(row[1]), shown_key(schema.key, values), values)
+    return found
+
+
+def shown_key(names: Sequence[str], values: Sequence[Any]) -> str:
+    """A key as a report shows it: ``order_id=7, line=2``."""
+    return ", ".join(f"{name}={value}" for name, value in zip(names, values, strict=True))
+
+
+# --- silver ------------------------------------------------------------------------------
+
+
+def without_keys(spark: SparkSession, silver: DataFrame, schema: TableSchema, keys: Sequence[Key]) -> DataFrame:
+    """``silver`` without the rows of ``keys`` (values as silver stores them)."""
+    if not keys:
+        return silver
+    fields = [T.StructField(c.name, spark_type(c), True) for c in schema.key_columns]
+    listed = spark.createDataFrame(list(keys), T.StructType(fields))
+    return silver.join(F.broadcast(listed), on=list(schema.key), how="left_anti")
+
+
+def silver_sums(silver: DataFrame, schema: TableSchema, bucketing: Bucketing) -> Sums:
+    rows = (silver.select(bucketing.spark().alias("b"), spark_row_hash(schema.columns).alias("h"))
+            .groupBy("b").agg(F.count(F.lit(1)).alias("n"), F.bit_xor("h").alias("x")).collect())
+    return {int(r["b"]): (int(r["n"]), int(r["x"])) for r in rows}
+
+
+def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
+                        bucket: int) -> Rows:
+    key_cols = [F.col(quote_ident(k)) for k in schema.key]
+    rows = (silver.where(bucketing.spark() == F.lit(bucket))
+            .select(_spark_key_id(schema.key_columns).alias("k"), spark_row_hash(schema.columns).alias("h"),
+                    *key_cols).collect())
+    return {str(r[0]): KeyRow(int(r[1]), shown_key(schema.key, list(r[2:])), tuple(r[2:])) for r in rows}
+
+
+# --- the whole comparison ----------------------------------------------------------------
+
+
+def reconcile(conn: pymysql.connections.Connection, spark: SparkSession, side: SourceSide, silver: DataFrame,
+              changed: Sequence[Key], *, drilled: int = DRILLED_BUCKETS) -> Reconciliation:
+    """Compare ``silver`` with the source's ``side``, leaving out the ``changed`` keys (changed
+    between silver's position and the read view's, values as silver stores them). ``conn``
+    must still have the read view ``side`` was summed in open. The first ``drilled`` differing
+    buckets are compared key by key (``repair`` asks for all of them)."""
+    schema = side.schema
+    left_out = unfingerprinted(schema.columns)
+    if len(changed) > MAX_CHANGED_KEYS:
+        return Reconciliation(unfingerprinted=left_out, not_compared=(
+            f"{len(changed)} keys changed between the compared positions (more than {MAX_CHANGED_KEYS}); "
+            "run dq right after an ingest"))
+    changed_rows = source_rows_of(conn, side, changed)
+    source = add_rows(side.sums, ((b, h) for b, h, _ in changed_rows), sign=-1)
+    kept = without_keys(spark, silver, schema, changed)
+    mine = silver_sums(kept, schema, side.bucketing)
+    buckets = len(source.keys() | mine.keys())
+    differences = []
+    skip = {key_id for _, _, key_id in changed_rows}
+    for index, bucket in enumerate(differing_buckets(source, mine)):
+        there, here = source.get(bucket, (0, 0))[0], mine.get(bucket, (0, 0))[0]
+        keys: list[KeyDifference] = []
+        if index < drilled:
+            theirs = {k: v for k, v in _source_bucket_rows(conn, side, bucket).items() if k not in skip}
+            keys = key_differences(theirs, _silver_bucket_rows(kept, schema, side.bucketing, bucket))
+        differences.append(BucketDifference(side.bucketing.describe(bucket), there, here, tuple(keys),
+                                            drilled=index < drilled))
+    return Reconciliation(buckets, tuple(differences), len(changed), left_out)
