@@ -51,3 +51,12 @@ def test_a_checkpoint_written_before_synced_at_existed_still_loads():
     old = '{"batch":4,"format":1,"phase":"binlog","position":["b.000001",9],"run_id":"r","snapshot":null,"table":"t"}'
     loaded = Checkpoint.from_json(old)
     assert loaded.synced_at is None and loaded.position == BinlogPosition("b.000001", 9)
+
+
+def test_a_repair_mark_round_trips_and_the_next_batch_drops_it():
+    position = BinlogPosition("b.000003", 120)
+    repair = Checkpoint("t", 7, Phase.BINLOG, "run", position=position, repair=True)
+    assert Checkpoint.from_json(repair.to_json()).repair
+    assert "repair" not in Checkpoint("t", 7, Phase.BINLOG, "run", position=position).to_json()  # old form kept
+    following = repair.advanced_to(BinlogPosition("b.000003", 500), "run-2")
+    assert not following.repair and following.batch == 8

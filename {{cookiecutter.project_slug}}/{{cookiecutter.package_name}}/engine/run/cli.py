@@ -39,7 +39,7 @@ log = logging.getLogger("lakehouse")
 
 LOG_FILE = "lakehouse.log"
 # The commands whose every outcome is recorded in run_results.json.
-RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq", "maintain"})
+RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq", "maintain", "repair"})
 # The commands (and ``source`` actions) that connect with the profile's user and password.
 NEEDS_SOURCE = frozenset({"ingest", "follow", "dq", "add-table", "source up"})
 LOG_FORMATS = ("text", "json")
@@ -100,6 +100,8 @@ def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentPars
     follow.add_argument("--max-cycles", type=_count, default=None, metavar="N", help="stop after N cycles")
     follow.add_argument("--max-seconds", type=_seconds, default=None, metavar="S", help="stop after S seconds")
     selectable("dq", "run the Great Expectations checks against the source at one binlog position")
+    selectable("repair", "find the rows silver holds wrongly (as dq's value check does) and re-read only those "
+                         "from the source, without a re-snapshot; the table's binlog position is kept")
     maintain = selectable("maintain", "compact bronze and silver (OPTIMIZE) and delete the files old versions "
                                       "no longer need (VACUUM); a table being ingested is skipped with an error")
     maintain.add_argument("--retain-hours", type=int, default=DEFAULTS.retain_hours, metavar="H",
@@ -472,6 +474,44 @@ def cmd_dq(args, config, package, invocation, started) -> int:
     return 0
 
 
+def cmd_repair(args, config, package, invocation, started) -> int:
+    from ..cdc.capture import as_table_error
+    from ..quality.repair import RepairResult, repair_table
+    from .locks import table_locks
+
+    specs = _specs(args, package)
+    results = []
+    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
+        spark, pipeline = _pipeline(config, invocation)
+        for spec in specs:
+            try:
+                result = repair_table(config, spark, pipeline.ingest, spec, invocation)
+            except Exception as exc:  # recorded against this table; the others go on
+                error = as_table_error(exc, spec.name, config.lake_root)
+                result = RepairResult(spec.name, RunStatus.ERROR, message=str(error), category=error.category)
+            results.append(result)
+            if result.status == RunStatus.ERROR:
+                print(f"{spec.name:<24} ERROR  see below")
+            elif result.keys_found == 0:
+                print(f"{spec.name:<24} ok     nothing to repair: {result.after}")
+            else:
+                print(f"{spec.name:<24} {'ok  ' if result.status == RunStatus.SUCCESS else 'FAIL'}   "
+                      f"{result.keys_found} differing keys: {result.rows_reread} re-read, {result.keys_deleted} "
+                      f"deleted at binlog {result.watermark} (bronze batch {result.batch})")
+                print(f"    before: {result.before}")
+                print(f"    after:  {result.after}")
+    failed = [r for r in results if r.status != RunStatus.SUCCESS]
+    for r in failed:
+        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category, table=r.table)
+    status = RunStatus.SUCCESS
+    if failed:
+        status = RunStatus.ERROR if any(r.status == RunStatus.ERROR for r in failed) else RunStatus.FAIL
+    write_run_results(config.target_dir, invocation_id=invocation, command="repair", started_at=started,
+                      status=status, results=results,
+                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    return 1 if failed else 0
+
+
 def cmd_maintain(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import bronze, maintenance
@@ -668,6 +708,7 @@ COMMANDS = {
     "ingest": cmd_ingest,
     "follow": cmd_follow,
     "dq": cmd_dq,
+    "repair": cmd_repair,
     "maintain": cmd_maintain,
     "status": cmd_status,
     "list": cmd_list,

@@ -185,6 +185,18 @@ def latest_checkpoint(spark: SparkSession, path: str) -> Checkpoint | None:
     return None
 
 
+def repaired_after(spark: SparkSession, path: str, after: int) -> bool:
+    """Whether a batch after ``after`` is a repair's (snapshot rows of keys silver holds)."""
+    for commit in deltalog.commits_back(spark, path):
+        if commit.operation == "WRITE" and commit.user_metadata is not None:
+            checkpoint = Checkpoint.from_json(commit.user_metadata)
+            if checkpoint.batch <= after:
+                return False
+            if checkpoint.repair:
+                return True
+    return False
+
+
 def read_batches(spark: SparkSession, path: str, after: int, upto: int) -> DataFrame:
     df = spark.read.format("delta").load(path)
     return df.where((F.col("_batch") > after) & (F.col("_batch") <= upto))

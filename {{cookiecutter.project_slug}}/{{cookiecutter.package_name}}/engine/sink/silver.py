@@ -128,7 +128,8 @@ def apply(
         changes = spark.createDataFrame(in_memory, schema=changes.schema)
     else:
         facts = batch_facts(changes, key)
-    if facts.rows == 0 or (facts.snapshot_only and _snapshot_only_until(spark, bronze_path, done)):
+    if facts.rows == 0 or (facts.snapshot_only and _snapshot_only_until(spark, bronze_path, done)
+                           and not bronze.repaired_after(spark, bronze_path, done)):
         _append(spark, silver_path, _shaped(changes.select(*columns, *SILVER_META), transform), commit)
         return upto_batch - done
     latest = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform, drop_deletes=False)

@@ -68,6 +68,9 @@ class Checkpoint:
     # Unix time at which ``position`` was (or was past) the source's binlog head: every change
     # the source committed before it is in bronze. Only ever an under-estimate; None when unknown.
     synced_at: float | None = None
+    # The batch re-reads rows silver already holds (``repair``): its snapshot rows ('r') are for
+    # keys silver has, so silver must MERGE them, never append them as new keys.
+    repair: bool = False
 
     def to_json(self) -> str:
         body: dict[str, Any] = {
@@ -81,6 +84,8 @@ class Checkpoint:
         }
         if self.synced_at is not None:
             body["synced_at"] = round(self.synced_at, 3)
+        if self.repair:
+            body["repair"] = True
         if self.snapshot is not None:
             body["snapshot"] = {
                 "key": list(self.snapshot.key),
@@ -110,6 +115,7 @@ class Checkpoint:
             snapshot=snapshot,
             position=BinlogPosition.from_json(body["position"]) if body.get("position") else None,
             synced_at=float(body["synced_at"]) if body.get("synced_at") is not None else None,
+            repair=bool(body.get("repair", False)),
         )
 
     def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None) -> Checkpoint:
@@ -120,5 +126,5 @@ class Checkpoint:
         if snapshot is not None and position >= snapshot.high_watermark:
             snapshot = None
         return replace(self, batch=self.batch + 1, phase=Phase.BINLOG, position=position,
-                       snapshot=snapshot, run_id=run_id,
+                       snapshot=snapshot, run_id=run_id, repair=False,
                        synced_at=synced_at if synced_at is not None else self.synced_at)
