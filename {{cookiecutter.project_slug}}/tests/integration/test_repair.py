@@ -100,6 +100,12 @@ def test_make_repair_finds_and_fixes_drift_in_silver_then_dq_passes(spark, confi
     again = cli(config, "repair", "--select", "customers")  # nothing left to repair
     assert again.returncode == 0 and "nothing to repair" in again.stdout, again.stdout
 
+    # Bronze, repair batch included, is still the whole changelog: silver rebuilt from it is the source.
+    rebuilt = cli(config, "rebuild", "--select", "customers")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr[-3000:]
+    assert "silver rebuilt from bronze batches 0.." in rebuilt.stdout and ": 400 rows" in rebuilt.stdout
+    assert_silver_equals_exact_source(spark, config, "customers")
+
 
 def test_a_repair_that_only_rereads_rows_merges_them_and_never_appends_duplicates(spark, config):
     # Silver right after a snapshot, nothing changed since: snapshot rows would be appended as new

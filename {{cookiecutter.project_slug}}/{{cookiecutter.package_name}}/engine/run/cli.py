@@ -39,7 +39,7 @@ log = logging.getLogger("lakehouse")
 
 LOG_FILE = "lakehouse.log"
 # The commands whose every outcome is recorded in run_results.json.
-RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq", "maintain", "repair"})
+RECORDED_COMMANDS = frozenset({"ingest", "follow", "dq", "maintain", "repair", "rebuild"})
 # The commands (and ``source`` actions) that connect with the profile's user and password.
 NEEDS_SOURCE = frozenset({"ingest", "follow", "dq", "add-table", "source up"})
 LOG_FORMATS = ("text", "json")
@@ -102,6 +102,8 @@ def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentPars
     selectable("dq", "run the Great Expectations checks against the source at one binlog position")
     selectable("repair", "find the rows silver holds wrongly (as dq's value check does) and re-read only those "
                          "from the source, without a re-snapshot; the table's binlog position is kept")
+    selectable("rebuild", "write silver anew from the whole of bronze (the newest change per key), e.g. after "
+                          "changing a table's transform; equal to the incremental silver")
     maintain = selectable("maintain", "compact bronze and silver (OPTIMIZE) and delete the files old versions "
                                       "no longer need (VACUUM); a table being ingested is skipped with an error")
     maintain.add_argument("--retain-hours", type=int, default=DEFAULTS.retain_hours, metavar="H",
@@ -512,6 +514,57 @@ def cmd_repair(args, config, package, invocation, started) -> int:
     return 1 if failed else 0
 
 
+def cmd_rebuild(args, config, package, invocation, started) -> int:
+    from ..cdc.capture import as_table_error
+    from ..sink import silver
+    from ..sink.spark import get_spark
+    from .locks import table_locks
+
+    specs = _specs(args, package)
+    lake.check_writable(config.lake_root)
+    spark = get_spark(config)
+    lake.check_filesystem(spark, config.lake_root)
+    results = []
+    for spec in specs:
+        result = MaintenanceResult(spec.name)
+        try:
+            with table_locks(config.target_dir / "locks", [spec.name]):
+                key = _lake_key(spark, config, spec)
+                batch = silver.rebuild(spark, bronze_path=config.table_path(Layer.BRONZE, spec.name),
+                                       silver_path=config.table_path(Layer.SILVER, spec.name), key=key,
+                                       transform=spec.transform, table=spec.name)
+            rows = spark.read.format("delta").load(config.table_path(Layer.SILVER, spec.name)).count()
+            print(f"{spec.name:<24} ok     silver rebuilt from bronze batches 0..{batch}: {rows} rows")
+        except Exception as exc:  # recorded against this table; the others go on
+            error = as_table_error(exc, spec.name, config.lake_root)
+            result.status, result.message, result.category = RunStatus.ERROR, str(error), error.category
+            print(f"{spec.name:<24} ERROR  see below")
+        results.append(result)
+    failed = [r for r in results if r.status != RunStatus.SUCCESS]
+    for r in failed:
+        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category, table=r.table)
+    write_run_results(config.target_dir, invocation_id=invocation, command="rebuild", started_at=started,
+                      status=RunStatus.ERROR if failed else RunStatus.SUCCESS, results=results,
+                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    return 1 if failed else 0
+
+
+def _lake_key(spark, config: ProjectConfig, spec) -> tuple[str, ...]:
+    """The key bronze was written with: its checkpoint's, else the table module's (no source needed)."""
+    from ..sink import bronze
+
+    checkpoint = bronze.latest_checkpoint(spark, config.table_path(Layer.BRONZE, spec.name))
+    if checkpoint is not None and checkpoint.snapshot is not None:
+        return checkpoint.snapshot.key
+    if spec.key:
+        return tuple(spec.key)
+    from ..source.connection import connection
+    from ..source.introspect import describe_table
+
+    with connection(config.source) as conn:
+        return describe_table(conn, config.source.database, spec.source_table).key
+
+
 def cmd_maintain(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import bronze, maintenance
@@ -709,6 +762,7 @@ COMMANDS = {
     "follow": cmd_follow,
     "dq": cmd_dq,
     "repair": cmd_repair,
+    "rebuild": cmd_rebuild,
     "maintain": cmd_maintain,
     "status": cmd_status,
     "list": cmd_list,

@@ -21,7 +21,11 @@ What keeps a small MERGE into a big silver table small:
   bound must never exclude a row the key equality would match.
 - Snapshot rows (``_op = 'r'``) come from disjoint key ranges, one row per key: batches holding
   nothing else are appended without the per-key window (a full shuffle and sort), and without a
-  MERGE when silver holds nothing but earlier snapshot rows.
+  MERGE when silver holds nothing but earlier snapshot rows. A repair's snapshot rows re-read
+  keys silver holds: their batch (its checkpoint marked ``repair``) is always MERGEd.
+
+:func:`rebuild` makes silver anew from the whole of bronze with the same rule as the MERGE (the
+newest change of each key wins, a delete removes it), so it equals the incremental silver.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import ConcurrentRunError
+from ..errors import ConcurrentRunError, ConfigError
 from ..ops import Op
 from ..source.connection import quote_ident
 from . import bronze, deltalog
@@ -74,6 +78,35 @@ class BatchFacts:
     rows: int
     snapshot_only: bool  # every row is a snapshot row (_op = 'r')
     key_bounds: tuple[tuple[str, Any, Any], ...]  # (key column, min, max) of range-able keys
+
+
+def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Sequence[str],
+            transform: Transform | None = None, table: str) -> int:
+    """Write silver anew from every bronze batch; returns the last batch, which the new silver
+    records as applied (incremental merges go on from there).
+
+    One Delta commit: an overwrite of an existing silver (atomic; earlier versions stay
+    readable until VACUUM) or the table's creation. The caller holds the table's lock."""
+    checkpoint = bronze.latest_checkpoint(spark, bronze_path)
+    if checkpoint is None:
+        raise ConfigError(f"table {table} has not been ingested yet (no bronze batch to rebuild silver from): "
+                          f"run `make ingest TABLE={table}`", table=table)
+    changes = bronze.read_batches(spark, bronze_path, -1, checkpoint.batch)
+    columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
+    rows = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform)
+    # No idempotent-transaction options: silver's app id has committed this batch already, so
+    # Delta would skip the write; the next MERGE's higher batch number is accepted as usual.
+    writer = rows.write.format("delta").option("userMetadata", Commit("", checkpoint.batch, table).marker)
+    try:
+        if bronze.exists(spark, silver_path):
+            writer.mode("overwrite").save(silver_path)
+        else:
+            writer.option(DELETION_VECTORS, "true").mode("errorifexists").save(silver_path)
+    except (CapturedException, Py4JJavaError) as exc:
+        if not bronze.is_commit_conflict(exc):
+            raise
+        raise concurrent_silver_write(table) from None
+    return checkpoint.batch
 
 
 def applied_batch(spark: SparkSession, path: str) -> int:
