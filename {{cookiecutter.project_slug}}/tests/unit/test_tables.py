@@ -73,3 +73,13 @@ def test_a_startup_position_needs_a_parseable_start_position_and_only_then():
 def test_an_unknown_startup_mode_is_refused_naming_the_modes():
     with pytest.raises(ConfigError, match="startup is 'earliest'; use one of 'initial', 'latest', 'position'"):
         TableSpec("orders", "orders", startup="earliest")
+
+
+@pytest.mark.parametrize("kind", [0, 3, "2", True, 2.0])
+def test_an_scd_type_other_than_1_or_2_is_refused(kind):
+    with pytest.raises(ConfigError, match=f"table 'orders': scd_type is {kind!r}"):
+        TableSpec("orders", "orders", scd_type=kind)
+
+
+def test_scd_type_2_is_accepted():
+    assert TableSpec("orders", "orders", scd_type=2).scd_type == 2

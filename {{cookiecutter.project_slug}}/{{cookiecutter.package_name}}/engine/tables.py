@@ -35,6 +35,9 @@ class TableSpec:
     # dq reconciles silver with the source value by value (one scan of each side per check run);
     # False leaves only row count, key uniqueness and freshness, e.g. for a huge table checked often.
     compare_values: bool = True
+    # 1: silver holds each key's newest row; 2: every version, with _seq/_end_seq (exact, binlog
+    # order), _valid_from/_valid_to (source commit times) and _is_current (see sink/history.py).
+    scd_type: int = 1
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
@@ -62,6 +65,9 @@ class TableSpec:
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int | float) or not lag > 0):
             raise ConfigError(f"{where}: max_lag_seconds is {lag!r}; use a positive number of seconds",
                               table=self.name, setting="max_lag_seconds")
+        if type(self.scd_type) is not int or self.scd_type not in (1, 2):
+            raise ConfigError(f"{where}: scd_type is {self.scd_type!r}; use 1 (newest row per key) or 2 (history)",
+                              table=self.name, setting="scd_type")
         # Table modules are user code: check what the types only promise.
         size: object = self.chunk_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):

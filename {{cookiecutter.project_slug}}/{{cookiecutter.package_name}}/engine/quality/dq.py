@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
 from ..config.project import Layer, ProjectConfig
 from ..errors import DataQualityError, IngestError
-from ..sink import deltalog
+from ..sink import deltalog, history
 from ..source.connection import connection, qualified, query, start_consistent_snapshot
 from ..source.introspect import TableSchema, describe_table
 from ..source.typemap import binlog_converter
@@ -307,8 +307,10 @@ def _in_order(specs: Sequence[TableSpec], results: list) -> list:
 
 
 def _silver_at(spark: SparkSession, config: ProjectConfig, spec: TableSpec, state: SilverState) -> DataFrame:
-    return (spark.read.format("delta").option("versionAsOf", state.version)
-            .load(config.table_path(Layer.SILVER, spec.name)))
+    """Silver's rows at ``state``'s version: the table's state (current versions under SCD 2)."""
+    silver = (spark.read.format("delta").option("versionAsOf", state.version)
+              .load(config.table_path(Layer.SILVER, spec.name)))
+    return history.current_rows(silver) if spec.scd_type == 2 else silver
 
 
 def _newest_merge(spark: SparkSession, silver_path: str) -> tuple[int, int] | None:

@@ -151,7 +151,8 @@ def rewrite_keys(config: ProjectConfig, spark: SparkSession, spec: TableSpec, sc
     repair = replace(checkpoint, batch=batch, run_id=run_id, repair=True)
     bronze.append_rows(spark, bronze_path, written, bronze.bronze_schema(spark_schema(schema)), repair)
     silver.apply(spark, bronze_path=bronze_path, silver_path=config.table_path(Layer.SILVER, spec.name),
-                 key=schema.key, upto_batch=batch, transform=spec.transform, table=spec.name)
+                 key=schema.key, upto_batch=batch, transform=spec.transform, table=spec.name,
+                 scd_type=spec.scd_type)
     return batch, watermark, len(rows), len(gone)
 
 

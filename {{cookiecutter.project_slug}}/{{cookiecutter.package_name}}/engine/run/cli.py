@@ -532,7 +532,7 @@ def cmd_rebuild(args, config, package, invocation, started) -> int:
                 key = _lake_key(spark, config, spec)
                 batch = silver.rebuild(spark, bronze_path=config.table_path(Layer.BRONZE, spec.name),
                                        silver_path=config.table_path(Layer.SILVER, spec.name), key=key,
-                                       transform=spec.transform, table=spec.name)
+                                       transform=spec.transform, table=spec.name, scd_type=spec.scd_type)
             rows = spark.read.format("delta").load(config.table_path(Layer.SILVER, spec.name)).count()
             print(f"{spec.name:<24} ok     silver rebuilt from bronze batches 0..{batch}: {rows} rows")
         except Exception as exc:  # recorded against this table; the others go on

@@ -253,8 +253,10 @@ class Pipeline:
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=batch,
                 bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
-                # A silver transform is Spark code: silver then takes the rows by MERGE only.
-                silver_path=self.config.table_path(Layer.SILVER, spec.name) if spec.transform is None else None,
+                # A silver transform is Spark code, and history has columns of its own: silver then
+                # takes the rows by MERGE only.
+                silver_path=(self.config.table_path(Layer.SILVER, spec.name)
+                             if spec.transform is None and spec.scd_type == 1 else None),
             )
             progress = checkpoint.snapshot.with_done(watermarks)
             checkpoint = Checkpoint(spec.name, attempt.batch, Phase.SNAPSHOT, self.run_id, snapshot=progress)
@@ -333,6 +335,7 @@ class Pipeline:
                 upto_batch=table.checkpoint.batch,
                 transform=table.spec.transform,
                 recent=table.recent,
+                scd_type=table.spec.scd_type,
                 table=table.spec.name,
             )
         except Exception as exc:

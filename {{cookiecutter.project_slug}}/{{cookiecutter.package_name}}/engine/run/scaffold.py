@@ -37,6 +37,7 @@ TABLE = TableSpec(
     startup="initial",  # snapshot first; "latest" (or "position" with start_position=...) skips it
     tags=(),
     transform=None,  # or a function DataFrame -> DataFrame run before the silver MERGE
+    scd_type=1,  # 1: silver holds each key's newest row; 2: every version (_seq/_end_seq, _is_current)
     expectations=expectations,
 )
 '''

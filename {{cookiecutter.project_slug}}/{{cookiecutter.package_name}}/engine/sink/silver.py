@@ -49,7 +49,7 @@ from pyspark.sql import types as T
 from ..errors import ConcurrentRunError, ConfigError
 from ..ops import Op
 from ..source.connection import quote_ident
-from . import bronze, deltalog
+from . import bronze, deltalog, history
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Delta's idempotent DML: a MERGE whose version is not above the app id's last one is skipped.
@@ -81,7 +81,7 @@ class BatchFacts:
 
 
 def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Sequence[str],
-            transform: Transform | None = None, table: str) -> int:
+            transform: Transform | None = None, table: str, scd_type: int = 1) -> int:
     """Write silver anew from every bronze batch; returns the last batch, which the new silver
     records as applied (incremental merges go on from there).
 
@@ -92,8 +92,12 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
         raise ConfigError(f"table {table} has not been ingested yet (no bronze batch to rebuild silver from): "
                           f"run `make ingest TABLE={table}`", table=table)
     changes = bronze.read_batches(spark, bronze_path, -1, checkpoint.batch)
-    columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
-    rows = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform)
+    if scd_type == 2:
+        rows = history.versions(changes, key, [c for c in changes.columns if c not in bronze.META_COLUMNS])
+        rows = transform(rows) if transform is not None else rows
+    else:
+        columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
+        rows = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform)
     # No idempotent-transaction options: silver's app id has committed this batch already, so
     # Delta would skip the write; the next MERGE's higher batch number is accepted as usual.
     writer = rows.write.format("delta").option("userMetadata", Commit("", checkpoint.batch, table).marker)
@@ -133,8 +137,10 @@ def apply(
     transform: Transform | None = None,
     table: str | None = None,
     recent: Mapping[int, pa.Table] | None = None,
+    scd_type: int = 1,
 ) -> int:
     """Merge bronze batches ``(applied, upto_batch]`` into silver; returns batches applied.
+    ``scd_type`` 2 keeps every version of each key (``history``) instead of the newest only.
 
     ``table`` names the table in errors (default: the last part of ``silver_path``). ``recent``
     holds bronze batches this process just committed, as written: when it has every batch to
@@ -147,6 +153,9 @@ def apply(
     changes = bronze.read_batches(spark, bronze_path, done, upto_batch)
     columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
     commit = Commit(app_id=f"silver:{name}", batch=upto_batch, table=name)
+    if scd_type == 2:
+        _apply_history(spark, silver_path, changes, key, transform, commit)
+        return upto_batch - done
     if deltalog.newest_version(spark, silver_path) < 0:
         snapshot_only = changes.where(F.col("_op") != Op.READ.value).isEmpty()  # Parquet statistics answer
         rows = changes if snapshot_only else latest_per_key(changes, key)
@@ -320,6 +329,27 @@ def _merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str]
                 .whenNotMatchedInsert(condition=f"s._op != '{Op.DELETE}'", values=values)
                 .execute()
             )
+    except (CapturedException, Py4JJavaError) as exc:
+        if not bronze.is_commit_conflict(exc):
+            raise
+        raise concurrent_silver_write(commit.table) from None
+
+
+def _apply_history(spark: SparkSession, path: str, changes: DataFrame, key: Sequence[str],
+                   transform: Transform | None, commit: Commit) -> None:
+    """SCD type 2: the batch's versions, in one commit (see ``history``)."""
+    columns = [c for c in changes.columns if c not in bronze.META_COLUMNS]
+    if deltalog.newest_version(spark, path) < 0:
+        rows = history.versions(changes, key, columns)
+        _create(spark, path, transform(rows) if transform is not None else rows, commit, keep_files=False)
+        return
+    current = history.current_rows(spark.read.format("delta").load(path))
+    rows = history.merge_rows(changes, current, key, columns, transform)
+    enable_deletion_vectors(spark, path, commit.table)
+    conf = {USER_METADATA_CONF: commit.marker, TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch)}
+    try:
+        with _session_conf(spark, conf):
+            history.merge(spark, path, rows, key)
     except (CapturedException, Py4JJavaError) as exc:
         if not bronze.is_commit_conflict(exc):
             raise
