@@ -83,3 +83,12 @@ def test_an_scd_type_other_than_1_or_2_is_refused(kind):
 
 def test_scd_type_2_is_accepted():
     assert TableSpec("orders", "orders", scd_type=2).scd_type == 2
+
+
+def test_cluster_by_takes_one_name_or_a_tuple_of_names_and_refuses_anything_else():
+    assert TableSpec("orders", "orders", cluster_by="country").cluster_by == ("country",)
+    spec = TableSpec("orders", "orders", cluster_by=["country", "tier"], change_data_feed=True)
+    assert spec.layout.cluster_by == ("country", "tier") and spec.layout.change_data_feed
+    for bad in [("",), (1,), None]:
+        with pytest.raises(ConfigError, match="table 'orders': cluster_by is"):
+            TableSpec("orders", "orders", cluster_by=bad)

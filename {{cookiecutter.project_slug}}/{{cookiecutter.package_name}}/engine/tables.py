@@ -16,6 +16,14 @@ from .state.positions import BinlogPosition
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Silver's Delta table options (applied by ``sink.layout``)."""
+
+    change_data_feed: bool = False
+    cluster_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TableSpec:
     """What one ingestion module declares. ``name`` names the lake tables; ``key`` overrides
     the primary key (must be unique and NOT NULL); ``None`` fields take project defaults."""
@@ -38,6 +46,10 @@ class TableSpec:
     # 1: silver holds each key's newest row; 2: every version, with _seq/_end_seq (exact, binlog
     # order), _valid_from/_valid_to (source commit times) and _is_current (see sink/history.py).
     scd_type: int = 1
+    # Delta's change data feed on silver (readChangeFeed), and liquid clustering columns for it
+    # (maintain's OPTIMIZE clusters by them): see sink/layout.py.
+    change_data_feed: bool = False
+    cluster_by: tuple[str, ...] = ()
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
@@ -82,6 +94,18 @@ class TableSpec:
                               table=self.name, setting="key")
         if key is not None:
             object.__setattr__(self, "key", tuple(key))
+        cluster: object = self.cluster_by
+        if isinstance(cluster, str):
+            cluster = (cluster,)
+        if not isinstance(cluster, tuple | list) or not all(isinstance(c, str) and c for c in cluster):
+            raise ConfigError(f"{where}: cluster_by is {cluster!r}; use a tuple of column names, e.g. "
+                              "cluster_by=(\"country\",)", table=self.name, setting="cluster_by")
+        object.__setattr__(self, "cluster_by", tuple(cluster))
+
+    @property
+    def layout(self) -> Layout:
+        """Silver's table options (change data feed, clustering)."""
+        return Layout(bool(self.change_data_feed), self.cluster_by)
 
     @property
     def snapshots(self) -> bool:

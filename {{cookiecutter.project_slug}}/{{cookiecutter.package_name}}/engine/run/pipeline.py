@@ -31,6 +31,7 @@ from ..config.project import Layer, ProjectConfig, Startup
 from ..errors import ConfigError, FatalError, IngestError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
+from ..sink.layout import apply_layout
 from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
@@ -338,6 +339,7 @@ class Pipeline:
                 scd_type=table.spec.scd_type,
                 table=table.spec.name,
             )
+            apply_layout(self.spark, self.config.table_path(Layer.SILVER, table.spec.name), table.spec.layout)
         except Exception as exc:
             table.fail(exc, self.config.lake_root)
             return

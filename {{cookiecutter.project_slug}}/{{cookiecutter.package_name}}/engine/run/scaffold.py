@@ -38,6 +38,8 @@ TABLE = TableSpec(
     tags=(),
     transform=None,  # or a function DataFrame -> DataFrame run before the silver MERGE
     scd_type=1,  # 1: silver holds each key's newest row; 2: every version (_seq/_end_seq, _is_current)
+    change_data_feed=False,  # True: Delta's change data feed on silver
+    cluster_by=(),  # liquid clustering columns for silver, e.g. ("country",)
     expectations=expectations,
 )
 '''

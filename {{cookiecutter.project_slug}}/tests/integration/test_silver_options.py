@@ -1,0 +1,38 @@
+"""Silver's table options from its table module: Delta's change data feed and liquid clustering."""
+
+from __future__ import annotations
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import deltalog, maintenance
+from {{ cookiecutter.package_name }}.engine.sink.layout import CHANGE_DATA_FEED, clustering_columns
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
+
+from .helpers import assert_silver_equals_exact_source, run_source_sql
+
+pytestmark = pytest.mark.integration
+
+
+def test_silver_gets_a_change_feed_and_clustering_and_the_feed_records_each_merge(spark, config, mariadb):
+    spec = TableSpec("customers", "customers", change_data_feed=True, cluster_by=("country",))
+    Pipeline(config, spark, "run-1").ingest([spec])
+    path = config.table_path("silver", "customers")
+    assert deltalog.table_property(spark, path, CHANGE_DATA_FEED) == "true"
+    assert clustering_columns(spark, path) == ("country",)
+    feed_from = deltalog.newest_version(spark, path) + 1
+
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET full_name = 'Changed' WHERE customer_id = 5;
+        DELETE FROM customers WHERE customer_id = 6;
+    """)
+    Pipeline(config, spark, "run-2").ingest([spec])
+    feed = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", feed_from)
+            .load(path).select("customer_id", "full_name", "_change_type").collect())
+    changes = sorted((r["customer_id"], r["_change_type"], r["full_name"]) for r in feed)
+    assert changes == [(5, "update_postimage", "Changed"), (5, "update_preimage", "Customer 5"),
+                       (6, "delete", "Customer 6")]
+
+    report = maintenance.maintain_layer(spark, path, "silver", maintenance.MaintenanceOptions(vacuum=False))
+    assert report.files_after >= 1  # OPTIMIZE of a clustered table clusters it, and keeps every row
+    assert_silver_equals_exact_source(spark, config, "customers")
