@@ -10,7 +10,8 @@ tree (wall, CPU seconds, peak PSS; see ``bench_measure``):
 4. an ingest with nothing to do (the fixed cost of a run);
 5. ``--changes`` mixed changes (60% updates, 20% inserts, 20% deletes): the raw
    python-mysql-replication decode of that binlog range, then our binlog catch-up of it;
-6. follow mode: idle cycles, then freshness (source commit to silver commit) at a steady write
+6. ``dq`` of the table after those changes: row count, keys and the value reconciliation;
+7. follow mode: idle cycles, then freshness (source commit to silver commit) at a steady write
    rate, computed from the Delta commit logs (each silver commit records the bronze batch it
    applied, each bronze commit the binlog position it covers).
 
@@ -116,6 +117,10 @@ class Bench:
         idle = self._measure("no-change", self._cli("ingest"))
         self._row("ours: ingest with no changes", 0, idle)
         self._changes()
+        # dq after the changes: the row count, key uniqueness and the value reconciliation (one
+        # fingerprint per row on both sides) of the whole table; it must pass.
+        checked = self._measure("dq", self._cli("dq"))
+        self._row("ours: dq (count, keys, values)", self.args.rows, checked, "rows ~ table size")
         if self.args.skip_follow:
             self.extra["follow"] = "skipped (--skip-follow)"
         else:

@@ -13,7 +13,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.engine.quality.dq import VALUES_CHECK, run_checks
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
-from {{ cookiecutter.package_name }}.engine.sink import silver
+from {{ cookiecutter.package_name }}.engine.sink import bronze, silver
 from {{ cookiecutter.package_name }}.engine.source import embedded
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
@@ -119,6 +119,11 @@ def test_incremental_silver_rebuilt_silver_and_an_independent_model_agree(spark,
     run(mariadb, database, log.transactions(15))
     Pipeline(config, spark, "run-after-rebuild").ingest([spec])
     assert rows_of(spark, silver_path) == log.model
+    # The checkpoint's GTID is the server's own GTID position at the checkpoint's file/offset.
+    checkpoint = bronze.latest_checkpoint(spark, bronze_path)
+    with embedded.root_connection(mariadb, database) as conn, conn.cursor() as cur:
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (checkpoint.position.file, checkpoint.position.offset))
+        assert checkpoint.gtid is not None and checkpoint.gtid == cur.fetchone()[0]
     (checked,) = run_checks(config, spark, [spec])
     assert checked.success, [c for c in checked.checks if not c.success]
     assert any(c.expectation == VALUES_CHECK for c in checked.checks)

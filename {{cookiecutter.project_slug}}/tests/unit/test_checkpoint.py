@@ -60,3 +60,11 @@ def test_a_repair_mark_round_trips_and_the_next_batch_drops_it():
     assert "repair" not in Checkpoint("t", 7, Phase.BINLOG, "run", position=position).to_json()  # old form kept
     following = repair.advanced_to(BinlogPosition("b.000003", 500), "run-2")
     assert not following.repair and following.batch == 8
+
+
+def test_the_gtid_goes_with_its_position_and_is_never_carried_to_another_one():
+    at_100 = Checkpoint("t", 1, Phase.BINLOG, "run", position=BinlogPosition("b.000001", 100), gtid="0-1-7")
+    assert Checkpoint.from_json(at_100.to_json()).gtid == "0-1-7"
+    assert at_100.advanced_to(BinlogPosition("b.000001", 200), "r", gtid="0-1-9").gtid == "0-1-9"
+    assert at_100.advanced_to(BinlogPosition("b.000001", 200), "r").gtid is None  # unknown there
+    assert at_100.advanced_to(BinlogPosition("b.000001", 100), "r").gtid == "0-1-7"  # same place

@@ -160,6 +160,7 @@ class CatchUp:
         self.spark = spark
         self.run_id = run_id
         self.retry = retry
+        self._gtid: tuple[BinlogPosition, str] | None = None  # the last transaction read: its end, GTID
 
     def run(self, conn: pymysql.connections.Connection, captures: Sequence[TableCapture],
             stop: BinlogPosition, stop_seen_at: float | None = None) -> None:
@@ -194,6 +195,7 @@ class CatchUp:
                 buffered += routed
                 read_rows += routed
                 position = transaction.end
+                self._gtid = (position, transaction.gtid) if transaction.gtid else None
                 if buffered >= self.config.defaults.flush_rows:
                     self._flush(by_source, position)
                     buffered = 0
@@ -297,7 +299,8 @@ class CatchUp:
             target = max(position, capture.start)
             if not capture.rows and not first_sync and (not final or idle_advance_held(capture, target)):
                 continue
-            checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at)
+            gtid = self._gtid[1] if self._gtid is not None and self._gtid[0] == target else None
+            checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at, gtid)
             try:
                 written = bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),
                                              capture.rows, bronze.bronze_schema(spark_schema(capture.schema)),

@@ -77,7 +77,7 @@ def repair_table(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: 
         raise FatalError(f"table {spec.name}: silver cannot be compared with the source value by value "
                          "(it starts without a snapshot, has a silver transform or compare_values=False); "
                          f"re-snapshot it with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name)
-    ingest([spec])
+    _catch_up(ingest, spec)
     compared = _compared(config, spark, spec)
     found = compared.values
     assert found is not None
@@ -96,7 +96,7 @@ def repair_table(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: 
     result.rows_reread, result.keys_deleted = reread, deleted
     log.info("%s: repair batch %d re-read %d rows and deleted %d keys at %s", spec.name, batch, reread,
              deleted, watermark)
-    ingest([spec])
+    _catch_up(ingest, spec)
     after = _compared(config, spark, spec).values
     assert after is not None
     result.after = after.observed(spec.name)
@@ -104,6 +104,16 @@ def repair_table(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: 
         result.status, result.category = RunStatus.FAIL, "data quality"
         result.message = f"table {spec.name}: still differs after the repair: {result.after}"
     return result
+
+
+def _catch_up(ingest: Any, spec: TableSpec) -> None:
+    """Ingest ``spec``; its own error (not the run's summary of it) when it fails."""
+    from ..run.pipeline import TablesFailed
+
+    try:
+        ingest([spec])
+    except TablesFailed as failed:
+        raise failed.errors.get(spec.name, failed) from None
 
 
 def _compared(config: ProjectConfig, spark: SparkSession, spec: TableSpec) -> Compared:

@@ -54,6 +54,7 @@ class TableResult:
     binlog_rows: int = 0
     batch: int = 0
     position: str | None = None
+    gtid: str | None = None  # of the transaction ending at ``position``, when known
     seconds: float = 0.0
     message: str = ""
     category: str = ""
@@ -346,6 +347,7 @@ class Pipeline:
         table.result.batch = table.checkpoint.batch
         position = table.checkpoint.position
         table.result.position = str(position) if position else None
+        table.result.gtid = table.checkpoint.gtid
 
     # -- helpers ----------------------------------------------------------------------
 

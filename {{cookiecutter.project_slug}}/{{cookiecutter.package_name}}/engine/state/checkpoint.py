@@ -71,6 +71,10 @@ class Checkpoint:
     # The batch re-reads rows silver already holds (``repair``): its snapshot rows ('r') are for
     # keys silver has, so silver must MERGE them, never append them as new keys.
     repair: bool = False
+    # MariaDB's GTID (domain-server-seq) of the last transaction ending exactly at ``position``,
+    # when the catch-up that committed it read that transaction (None otherwise). A replica's
+    # file/offset differ from its primary's; this identifies the point across a failover.
+    gtid: str | None = None
 
     def to_json(self) -> str:
         body: dict[str, Any] = {
@@ -86,6 +90,8 @@ class Checkpoint:
             body["synced_at"] = round(self.synced_at, 3)
         if self.repair:
             body["repair"] = True
+        if self.gtid is not None:
+            body["gtid"] = self.gtid
         if self.snapshot is not None:
             body["snapshot"] = {
                 "key": list(self.snapshot.key),
@@ -116,15 +122,21 @@ class Checkpoint:
             position=BinlogPosition.from_json(body["position"]) if body.get("position") else None,
             synced_at=float(body["synced_at"]) if body.get("synced_at") is not None else None,
             repair=bool(body.get("repair", False)),
+            gtid=body.get("gtid"),
         )
 
-    def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None) -> Checkpoint:
+    def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None,
+                    gtid: str | None = None) -> Checkpoint:
         """The next binlog checkpoint; drops the chunk plan once past every watermark.
         ``synced_at``: when ``position`` was the source's head, if it was; else the earlier
-        checkpoint's time stays (a catch-up's intermediate commit is at least that fresh)."""
+        checkpoint's time stays (a catch-up's intermediate commit is at least that fresh).
+        ``gtid``: the GTID of the transaction ending at ``position`` (kept only when it moved
+        nowhere; an unknown one is not carried over from an earlier position)."""
+        if gtid is None and position == self.position:
+            gtid = self.gtid
         snapshot = self.snapshot
         if snapshot is not None and position >= snapshot.high_watermark:
             snapshot = None
         return replace(self, batch=self.batch + 1, phase=Phase.BINLOG, position=position,
-                       snapshot=snapshot, run_id=run_id, repair=False,
+                       snapshot=snapshot, run_id=run_id, repair=False, gtid=gtid,
                        synced_at=synced_at if synced_at is not None else self.synced_at)
