@@ -476,6 +476,21 @@ def cmd_dq(args, config, package, invocation, started) -> int:
     return 0
 
 
+def _finish_tables(args, config, command: str, invocation: str, started: dt.datetime, results: list) -> int:
+    """The end of a per-table command: each failed table's line on stderr, ``run_results.json``
+    (status error when a table erred, fail when only checks failed), and the exit code."""
+    failed = [r for r in results if r.status != RunStatus.SUCCESS]
+    for r in failed:
+        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category, table=r.table)
+    status = RunStatus.SUCCESS
+    if failed:
+        status = RunStatus.ERROR if any(r.status == RunStatus.ERROR for r in failed) else RunStatus.FAIL
+    write_run_results(config.target_dir, invocation_id=invocation, command=command, started_at=started,
+                      status=status, results=results,
+                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    return 1 if failed else 0
+
+
 def cmd_repair(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..quality.repair import RepairResult, repair_table
@@ -502,16 +517,7 @@ def cmd_repair(args, config, package, invocation, started) -> int:
                       f"deleted at binlog {result.watermark} (bronze batch {result.batch})")
                 print(f"    before: {result.before}")
                 print(f"    after:  {result.after}")
-    failed = [r for r in results if r.status != RunStatus.SUCCESS]
-    for r in failed:
-        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category, table=r.table)
-    status = RunStatus.SUCCESS
-    if failed:
-        status = RunStatus.ERROR if any(r.status == RunStatus.ERROR for r in failed) else RunStatus.FAIL
-    write_run_results(config.target_dir, invocation_id=invocation, command="repair", started_at=started,
-                      status=status, results=results,
-                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
-    return 1 if failed else 0
+    return _finish_tables(args, config, "repair", invocation, started, results)
 
 
 def cmd_rebuild(args, config, package, invocation, started) -> int:
@@ -540,13 +546,7 @@ def cmd_rebuild(args, config, package, invocation, started) -> int:
             result.status, result.message, result.category = RunStatus.ERROR, str(error), error.category
             print(f"{spec.name:<24} ERROR  see below")
         results.append(result)
-    failed = [r for r in results if r.status != RunStatus.SUCCESS]
-    for r in failed:
-        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category, table=r.table)
-    write_run_results(config.target_dir, invocation_id=invocation, command="rebuild", started_at=started,
-                      status=RunStatus.ERROR if failed else RunStatus.SUCCESS, results=results,
-                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
-    return 1 if failed else 0
+    return _finish_tables(args, config, "rebuild", invocation, started, results)
 
 
 def _lake_key(spark, config: ProjectConfig, spec) -> tuple[str, ...]:
@@ -596,13 +596,7 @@ def cmd_maintain(args, config, package, invocation, started) -> int:
             result.status, result.message, result.category = RunStatus.ERROR, str(error), error.category
             print(f"{spec.name:<24} ERROR  see below")
         results.append(result)
-    failed = [r for r in results if r.status != RunStatus.SUCCESS]
-    for r in failed:
-        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category)
-    write_run_results(config.target_dir, invocation_id=invocation, command="maintain", started_at=started,
-                      status=RunStatus.ERROR if failed else RunStatus.SUCCESS, results=results,
-                      message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
-    return 1 if failed else 0
+    return _finish_tables(args, config, "maintain", invocation, started, results)
 
 
 def cmd_status(args, config, package, invocation, started) -> int:
