@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.quality.collation import collation_rule
-from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
+from {{ cookiecutter.package_name }}.engine.quality.dq import VALUES_CHECK, run_checks
 from {{ cookiecutter.package_name }}.engine.quality.uniqueness import candidate_expr
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.source import embedded
@@ -138,7 +138,11 @@ def test_dq_reports_keys_equal_in_the_collation_and_passes_keys_the_collation_ke
     ci, binary, pair = run_checks(config, spark, CHECKED)
     for result in (ci, binary, pair):
         assert not result.success
-        assert [c.expectation for c in result.checks if not c.success] == [unique_check(result).expectation]
+        # The keys collide, and silver holds keys the source does not (the value check names them).
+        failed = [c.expectation for c in result.checks if not c.success]
+        assert failed == [unique_check(result).expectation, VALUES_CHECK], failed
+    values = next(c.observed for c in ci.checks if c.expectation == VALUES_CHECK)
+    assert "code=ABC: not in the source" in values and "code=zzz: missing from silver" in values, values
     message = unique_check(ci).observed
     assert message.startswith("table ci_keys: 3 keys of silver held by more than one row"), message
     assert "utf8mb4_general_ci: case-, accent- and trailing-space-insensitive" in message
