@@ -55,7 +55,7 @@ def test_history_keeps_every_version_with_exact_intervals_and_a_rebuild_makes_th
     assert [v[1] for v in one] == prices  # every version, in order
     assert all(v[3] == following[2] for v, following in zip(one, one[1:], strict=False))  # [_seq, _end_seq)
     assert [v[6] for v in one] == [False] * 10 + [True] and one[-1][3] is None and one[-1][5] is None
-    assert one[0][4] is None and all(v[4] is not None for v in one[1:])  # a snapshot read has no start time
+    assert all(v[4] is not None for v in one) and all(v[5] is not None for v in one[:-1])  # times known
     # The intervals are exactly bronze's changes of the key, in binlog order.
     bronze = spark.read.format("delta").load(config.table_path("bronze", TABLE)).where("id = 1")
     assert [v[2] for v in one] == sorted(r["_seq"] for r in bronze.select("_seq").collect())
@@ -88,7 +88,15 @@ def test_changes_read_again_after_a_repair_add_no_version(spark, config, mariadb
     Pipeline(config, spark, "run-0").ingest([SPEC])
     run_source_sql(mariadb, database, f"UPDATE {TABLE} SET price = 101 WHERE id = 1;")
     # The repair reads key 1 after that update; the catch-up then reads the update again.
-    rewrite_keys(config, spark, SPEC, table_schema(config, TABLE), [KeyDifference("id=1", "test", (1,))], "repair")
+    # Key 2 is changed and then deleted before the repair reads: the repair closes its version
+    # with a delete, and the update read again afterwards must not open one.
+    run_source_sql(mariadb, database, f"""
+        UPDATE {TABLE} SET price = 201 WHERE id = 2;
+        DELETE FROM {TABLE} WHERE id = 2;
+    """)
+    keys = [KeyDifference("id=1", "test", (1,)), KeyDifference("id=2", "test", (2,))]
+    rewrite_keys(config, spark, SPEC, table_schema(config, TABLE), keys, "repair")
     Pipeline(config, spark, "run-1").ingest([SPEC])
-    one = [(v[1], v[6]) for v in versions(spark, config.table_path("silver", TABLE)) if v[0] == 1]
-    assert one == [(100, False), (101, True)]
+    history = versions(spark, config.table_path("silver", TABLE))
+    assert [(v[1], v[6]) for v in history if v[0] == 1] == [(100, False), (101, True)]
+    assert [(v[1], v[6]) for v in history if v[0] == 2] == [(200, False)]

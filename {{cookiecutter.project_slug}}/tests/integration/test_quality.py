@@ -106,6 +106,15 @@ def test_a_value_changed_directly_in_silver_is_reported_with_its_key_and_range(s
     assert "customer_id=9" not in customers and "1 key changed between" in customers
 
 
+def test_a_key_held_twice_by_silver_is_named_by_the_value_check(spark, config):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    silver = config.table_path("silver", "customers")
+    spark.read.format("delta").load(silver).where("customer_id = 9").write.format("delta").mode("append").save(silver)
+    (result,) = run_checks(config, spark, specs)
+    assert "customer_id=9: held by 2 rows of silver" in failed_values(result), failed_values(result)
+
+
 def failed_values(result) -> str:
     return next(c.observed for c in result.checks if c.expectation == VALUES_CHECK)
 

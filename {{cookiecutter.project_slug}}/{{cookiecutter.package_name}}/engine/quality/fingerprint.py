@@ -5,7 +5,11 @@ reduces every row to a 60-bit number and groups the numbers by key bucket. Both 
 therefore spell every value the same way before hashing it, which is what this module owns:
 
 - each column becomes one *field*: the upper-case hex of the value's canonical bytes, or ``N``
-  for NULL (hex cannot contain ``N``, and hex keeps ``|`` out of the values);
+  for NULL (hex cannot contain ``N``, and hex keeps ``|`` out of the values). A column of a
+  variable-length kind (text, binary, JSON, spatial...) gives the hex MD5 of its canonical bytes
+  instead: MariaDB's string functions return NULL for a result over ``max_allowed_packet``, so
+  the hex of a 10 MB value would read as NULL; when even the MD5's input is refused, the field is
+  ``E``, which no silver value gives (a difference is reported, never a false equality);
 - the fields are joined by ``|``; the first 15 hex digits of the MD5 of that text, read as a
   number, are the row's fingerprint. 60 bits fit Spark's signed BIGINT and MySQL's unsigned one.
 
@@ -26,14 +30,23 @@ from pyspark.sql import functions as F
 
 from ..source.connection import quote_ident
 from ..source.introspect import ColumnInfo
-from ..source.typemap import BINARY_TYPES, MARIADB_BINARY_TEXT, SPARK_MAX_PRECISION, SPATIAL_TYPES
+from ..source.typemap import BINARY_TYPES, MARIADB_BINARY_TEXT, SPARK_MAX_PRECISION, SPATIAL_TYPES, TEXT_TYPES
 
 NULL_FIELD = "N"
+REFUSED_FIELD = "E"  # the server refused to build the value's text (over max_allowed_packet)
 SEPARATOR = "|"
 HASH_HEX_DIGITS = 15  # 60 bits: a non-negative BIGINT in Spark, BIGINT UNSIGNED in MySQL
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 UNCOMPARABLE_TYPES = frozenset({"float", "double"})
 SRID_BYTES = 4
+
+
+LONG_TEXT_TYPES = TEXT_TYPES | {"set", "json"}
+
+
+def is_long(col: ColumnInfo) -> bool:
+    """Whether the column's field is the MD5 of its value (values of any length) instead of its hex."""
+    return col.data_type in LONG_TEXT_TYPES or col.data_type in BINARY_TYPES or col.data_type in SPATIAL_TYPES
 
 
 def has_field(col: ColumnInfo) -> bool:
@@ -59,15 +72,19 @@ def sql_field(col: ColumnInfo) -> str:
     name = quote_ident(col.name)
     kind = col.data_type
     if kind in BINARY_TYPES:
-        hexed = f"HEX({name})"
-    elif kind in SPATIAL_TYPES:
-        hexed = f"HEX(SUBSTRING({name}, {SRID_BYTES + 1}))"
-    elif kind == "bit":
+        return f"IF({name} IS NULL, '{NULL_FIELD}', COALESCE(UPPER(MD5({name})), '{REFUSED_FIELD}'))"
+    if kind in SPATIAL_TYPES:
+        return (f"IF({name} IS NULL, '{NULL_FIELD}', "
+                f"COALESCE(UPPER(MD5(SUBSTRING({name}, {SRID_BYTES + 1}))), '{REFUSED_FIELD}'))")
+    if kind == "bit":
         width = col.display_width or 1
         if width == 1:
             hexed = f"HEX(CAST({name} + 0 AS CHAR))"
         else:  # silver holds big-endian bytes, (width + 7) // 8 of them
             hexed = f"LPAD(HEX({name} + 0), {2 * ((width + 7) // 8)}, '0')"
+    elif is_long(col):
+        return (f"IF({name} IS NULL, '{NULL_FIELD}', "
+                f"COALESCE(UPPER(MD5(CONVERT({_sql_text(col, name)} USING utf8mb4))), '{REFUSED_FIELD}'))")
     else:
         hexed = f"HEX(CONVERT({_sql_text(col, name)} USING utf8mb4))"
     return f"COALESCE({hexed}, '{NULL_FIELD}')"
@@ -110,7 +127,9 @@ def spark_field(col: ColumnInfo) -> Column:
     """The Spark expression of one column's field, equal to :func:`sql_field` for equal values."""
     value = F.col(quote_ident(col.name))
     kind = col.data_type
-    if kind in BINARY_TYPES or kind in SPATIAL_TYPES or (kind == "bit" and (col.display_width or 1) > 1):
+    if is_long(col):
+        return F.when(value.isNull(), F.lit(NULL_FIELD)).otherwise(F.upper(F.md5(value.cast("binary"))))
+    if kind == "bit" and (col.display_width or 1) > 1:
         hexed = F.hex(value)
     else:
         hexed = F.hex(_spark_text(col, value))

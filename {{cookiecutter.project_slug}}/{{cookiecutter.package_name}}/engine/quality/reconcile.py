@@ -23,6 +23,7 @@ Buckets are ranges of the first key column when it is an integer (so a report re
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..source.connection import qualified, query, quote_ident
+from ..source.connection import literal_percent, qualified, query, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, spark_type
 from .fingerprint import (
@@ -54,6 +55,7 @@ DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are nam
 NAMED_KEYS = 10  # keys named per drilled bucket
 
 Key = tuple[Any, ...]
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 Sums = dict[int, tuple[int, int]]  # bucket -> (rows, XOR of fingerprints)
 
 
@@ -81,7 +83,7 @@ class Bucketing:
         """The rows of ``bucket``: an index range on the first key column when ranged (SQL with
         ``%s`` placeholders, its own ``%`` doubled)."""
         if self.width is None:
-            return f"{_escaped(self.sql())} = %s", [bucket]
+            return f"{literal_percent(self.sql())} = %s", [bucket]
         low, high = self.bounds(bucket)
         name = quote_ident(self.key[0].name)
         return f"{name} BETWEEN %s AND %s", [low, high]
@@ -119,12 +121,6 @@ def is_ranged(key: Sequence[ColumnInfo]) -> bool:
     fits a signed BIGINT (an unsigned BIGINT may not)."""
     first = key[0]
     return first.data_type in INTEGER_TYPES and not (first.data_type == "bigint" and first.unsigned)
-
-
-def _escaped(sql: str) -> str:
-    """``sql`` for a statement with arguments: the driver reads ``%`` as a placeholder
-    (DATE_FORMAT's ``'%Y'``, the hash bucket's modulo)."""
-    return sql.replace("%", "%%")
 
 
 def _sql_key_id(key: Sequence[ColumnInfo]) -> str:
@@ -165,6 +161,7 @@ class KeyRow:
     fingerprint: int
     shown: str  # the key as a report shows it
     values: Key  # as silver stores them
+    rows: int = 1  # rows holding the key (more than one: silver holds it twice)
 
 
 Rows = Mapping[str, KeyRow]  # key id -> the row's fingerprint and key
@@ -175,7 +172,9 @@ def key_differences(source: Rows, silver: Rows) -> list[KeyDifference]:
     found = []
     for key_id in sorted(source.keys() | silver.keys()):
         mine, theirs = silver.get(key_id), source.get(key_id)
-        if theirs is None:
+        if mine is not None and mine.rows > 1:
+            found.append(KeyDifference(mine.shown, f"held by {mine.rows} rows of silver", mine.values))
+        elif theirs is None:
             assert mine is not None
             found.append(KeyDifference(mine.shown, "not in the source", mine.values))
         elif mine is None:
@@ -275,22 +274,23 @@ def source_rows_of(conn: pymysql.connections.Connection, side: SourceSide,
     names = ", ".join(quote_ident(k) for k in schema.key)
     one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
     key_id = _sql_key_id(schema.key_columns)
-    selected = _escaped(f"{side.bucketing.sql()}, {sql_row_hash(schema.columns)}, {key_id}")
+    head = literal_percent(f"SELECT {side.bucketing.sql()}, {sql_row_hash(schema.columns)}, {key_id} "
+                           f"FROM {qualified(schema.schema, schema.table)} WHERE ({names}) IN ")
     for start in range(0, len(keys), KEYS_PER_QUERY):
         batch = keys[start:start + KEYS_PER_QUERY]
         found += [(int(b), int(h), str(k)) for b, h, k in query(
-            conn, f"SELECT {selected} FROM {qualified(schema.schema, schema.table)} "
-                  f"WHERE ({names}) IN ({', '.join([one] * len(batch))})",
-            [value for key in batch for value in key])]
-    return found
+            conn, head + f"({', '.join([one] * len(batch))})", [value for key in batch for value in key])]
+    # One source row found through two spellings of its key (a _ci key) is one row.
+    return list({key_id: (b, h, key_id) for b, h, key_id in found}.values())
 
 
 def _source_bucket_rows(conn: pymysql.connections.Connection, side: SourceSide, bucket: int) -> Rows:
     schema = side.schema
     where, args = side.bucketing.sql_predicate(bucket)
     shown = ", ".join(quote_ident(k) for k in schema.key)
-    selected = _escaped(f"{_sql_key_id(schema.key_columns)}, {sql_row_hash(schema.columns)}, {shown}")
-    rows = query(conn, f"SELECT {selected} FROM {qualified(schema.schema, schema.table)} WHERE {where}", args)
+    selected = literal_percent(f"SELECT {_sql_key_id(schema.key_columns)}, {sql_row_hash(schema.columns)}, {shown} "
+                               f"FROM {qualified(schema.schema, schema.table)}")
+    rows = query(conn, f"{selected} WHERE {where}", args)
     convert = [select_converter(c) for c in schema.key_columns]
     found = {}
     for row in rows:
@@ -324,11 +324,28 @@ def silver_sums(silver: DataFrame, schema: TableSchema, bucketing: Bucketing) ->
 
 def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
                         bucket: int) -> Rows:
-    key_cols = [F.col(quote_ident(k)) for k in schema.key]
+    key_cols = [F.unix_micros(F.col(quote_ident(c.name))) if isinstance(spark_type(c), T.TimestampType)
+                else F.col(quote_ident(c.name)) for c in schema.key_columns]
     rows = (silver.where(bucketing.spark() == F.lit(bucket))
             .select(_spark_key_id(schema.key_columns).alias("k"), spark_row_hash(schema.columns).alias("h"),
                     *key_cols).collect())
-    return {str(r[0]): KeyRow(int(r[1]), shown_key(schema.key, list(r[2:])), tuple(r[2:])) for r in rows}
+    found: dict[str, KeyRow] = {}
+    for r in rows:
+        values = tuple(_as_stored(c, v) for c, v in zip(schema.key_columns, r[2:], strict=True))
+        held = found.get(str(r[0]))
+        found[str(r[0])] = KeyRow(int(r[1]), shown_key(schema.key, values), values, held.rows + 1 if held else 1)
+    return found
+
+
+def _as_stored(col: ColumnInfo, value: Any) -> Any:
+    """A key value collected from Spark as silver stores it (and as the source's converter gives
+    it): TIMESTAMP as an aware UTC time (read as microseconds: Spark hands naive local times to
+    Python), BINARY as bytes."""
+    if value is None:
+        return None
+    if isinstance(spark_type(col), T.TimestampType):
+        return EPOCH + dt.timedelta(microseconds=int(value))
+    return bytes(value) if isinstance(value, bytearray) else value
 
 
 # --- the whole comparison ----------------------------------------------------------------

@@ -35,7 +35,7 @@ from ..errors import FatalError
 from ..ops import Op
 from ..run.results import RunStatus
 from ..sink import bronze, silver
-from ..source.connection import connection, qualified, query, quote_ident, start_consistent_snapshot
+from ..source.connection import connection, literal_percent, qualified, query, quote_ident, start_consistent_snapshot
 from ..source.introspect import TableSchema
 from ..source.typemap import row_converter, select_list, spark_schema
 from ..state.positions import BinlogPosition, sequence
@@ -85,6 +85,9 @@ def repair_table(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: 
     differing = found.differing_keys()
     result.keys_found = len(differing)
     if not differing:
+        if not found.success:  # counts differ with no key to name: nothing a re-read can fix
+            raise FatalError(f"table {spec.name}: {result.before}; no key could be named to re-read; re-snapshot "
+                             f"it with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name)
         result.after = result.before
         log.info("%s: nothing to repair: %s", spec.name, result.before)
         return result
@@ -123,7 +126,8 @@ def _compared(config: ProjectConfig, spark: SparkSession, spec: TableSpec) -> Co
     if isinstance(outcome, NotComparable):
         raise outcome
     if outcome.values is None or outcome.values.not_compared is not None:
-        reason = outcome.values.observed(spec.name) if outcome.values is not None else "no value comparison"
+        reason = (outcome.values.observed(spec.name) if outcome.values is not None else
+                  "it has no value comparison (a FLOAT or DOUBLE key column)")
         raise FatalError(f"table {spec.name}: cannot repair: {reason}", table=spec.name)
     return outcome
 
@@ -172,7 +176,8 @@ def read_keys(config: ProjectConfig, schema: TableSchema, keys: Sequence[tuple])
     convert = row_converter(schema, "select")
     names = ", ".join(quote_ident(k) for k in schema.key)
     one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
-    sql = f"SELECT {select_list(schema)} FROM {qualified(schema.schema, schema.table)} WHERE ({names}) IN "
+    sql = literal_percent(f"SELECT {select_list(schema)} FROM {qualified(schema.schema, schema.table)} "
+                          f"WHERE ({names}) IN ")
     rows: list[tuple] = []
     with connection(config.source) as conn:
         watermark = start_consistent_snapshot(conn)

@@ -93,8 +93,7 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
                           f"run `make ingest TABLE={table}`", table=table)
     changes = bronze.read_batches(spark, bronze_path, -1, checkpoint.batch)
     if scd_type == 2:
-        rows = history.versions(changes, key, [c for c in changes.columns if c not in bronze.META_COLUMNS])
-        rows = transform(rows) if transform is not None else rows
+        rows = history.versions(history.shaped(changes, transform), key)
     else:
         columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
         rows = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform)
@@ -157,7 +156,8 @@ def apply(
         _apply_history(spark, silver_path, changes, key, transform, commit)
         return upto_batch - done
     if deltalog.newest_version(spark, silver_path) < 0:
-        snapshot_only = changes.where(F.col("_op") != Op.READ.value).isEmpty()  # Parquet statistics answer
+        snapshot_only = (changes.where(F.col("_op") != Op.READ.value).isEmpty()  # Parquet statistics answer
+                         and not bronze.repaired_after(spark, bronze_path, done))
         rows = changes if snapshot_only else latest_per_key(changes, key)
         _create(spark, silver_path, _shaped(rows.select(*columns, *SILVER_META), transform), commit,
                 keep_files=snapshot_only)
@@ -338,13 +338,11 @@ def _merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str]
 def _apply_history(spark: SparkSession, path: str, changes: DataFrame, key: Sequence[str],
                    transform: Transform | None, commit: Commit) -> None:
     """SCD type 2: the batch's versions, in one commit (see ``history``)."""
-    columns = [c for c in changes.columns if c not in bronze.META_COLUMNS]
+    changes = history.shaped(changes, transform)
     if deltalog.newest_version(spark, path) < 0:
-        rows = history.versions(changes, key, columns)
-        _create(spark, path, transform(rows) if transform is not None else rows, commit, keep_files=False)
+        _create(spark, path, history.versions(changes, key), commit, keep_files=False)
         return
-    current = history.current_rows(spark.read.format("delta").load(path))
-    rows = history.merge_rows(changes, current, key, columns, transform)
+    rows = history.merge_rows(changes, spark.read.format("delta").load(path), key)
     enable_deletion_vectors(spark, path, commit.table)
     conf = {USER_METADATA_CONF: commit.marker, TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch)}
     try:

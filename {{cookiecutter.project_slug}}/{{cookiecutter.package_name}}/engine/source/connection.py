@@ -28,6 +28,12 @@ def quote_ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def literal_percent(sql: str) -> str:
+    """SQL text for a statement run with arguments: the driver reads each ``%`` as the start of a
+    placeholder (``DATE_FORMAT``'s ``'%Y'``, a modulo, a column named ``growth_%``)."""
+    return sql.replace("%", "%%")
+
+
 def qualified(schema: str, table: str) -> str:
     return f"{quote_ident(schema)}.{quote_ident(table)}"
 
