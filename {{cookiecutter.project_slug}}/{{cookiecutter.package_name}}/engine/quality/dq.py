@@ -229,13 +229,12 @@ def changed_keys(transactions: Iterable[Transaction], table: str, low: BinlogPos
                  schema: TableSchema) -> list[tuple]:
     """The keys of ``table`` changed between ``low`` and ``high``, as silver stores them (both
     the old and the new key of a key-changing update), in binlog order without repeats."""
-    converters = [binlog_converter(c) for c in schema.key_columns]
+    key = [(binlog_converter(c), c.name) for c in schema.key_columns]
     seen: dict[tuple, None] = {}
     for transaction in transactions:
         if low < transaction.end <= high:
             for change in transaction.changes:
                 if change.table == table:
-                    key = zip(converters, schema.key, strict=True)
                     seen[tuple(convert(change.values[name]) for convert, name in key)] = None
     return list(seen)
 

@@ -30,7 +30,14 @@ from pyspark.sql import functions as F
 
 from ..source.connection import quote_ident
 from ..source.introspect import ColumnInfo
-from ..source.typemap import BINARY_TYPES, MARIADB_BINARY_TEXT, SPARK_MAX_PRECISION, SPATIAL_TYPES, TEXT_TYPES
+from ..source.typemap import (
+    BINARY_TYPES,
+    MARIADB_BINARY_TEXT,
+    SPARK_MAX_PRECISION,
+    SPATIAL_TYPES,
+    SRID_BYTES,
+    TEXT_TYPES,
+)
 
 NULL_FIELD = "N"
 REFUSED_FIELD = "E"  # the server refused to build the value's text (over max_allowed_packet)
@@ -38,9 +45,6 @@ SEPARATOR = "|"
 HASH_HEX_DIGITS = 15  # 60 bits: a non-negative BIGINT in Spark, BIGINT UNSIGNED in MySQL
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 UNCOMPARABLE_TYPES = frozenset({"float", "double"})
-SRID_BYTES = 4
-
-
 LONG_TEXT_TYPES = TEXT_TYPES | {"set", "json"}
 
 
@@ -72,22 +76,26 @@ def sql_field(col: ColumnInfo) -> str:
     name = quote_ident(col.name)
     kind = col.data_type
     if kind in BINARY_TYPES:
-        return f"IF({name} IS NULL, '{NULL_FIELD}', COALESCE(UPPER(MD5({name})), '{REFUSED_FIELD}'))"
+        return _sql_digest(name, name)
     if kind in SPATIAL_TYPES:
-        return (f"IF({name} IS NULL, '{NULL_FIELD}', "
-                f"COALESCE(UPPER(MD5(SUBSTRING({name}, {SRID_BYTES + 1}))), '{REFUSED_FIELD}'))")
+        return _sql_digest(name, f"SUBSTRING({name}, {SRID_BYTES + 1})")
+    if is_long(col):
+        return _sql_digest(name, f"CONVERT({_sql_text(col, name)} USING utf8mb4)")
     if kind == "bit":
         width = col.display_width or 1
         if width == 1:
             hexed = f"HEX(CAST({name} + 0 AS CHAR))"
         else:  # silver holds big-endian bytes, (width + 7) // 8 of them
             hexed = f"LPAD(HEX({name} + 0), {2 * ((width + 7) // 8)}, '0')"
-    elif is_long(col):
-        return (f"IF({name} IS NULL, '{NULL_FIELD}', "
-                f"COALESCE(UPPER(MD5(CONVERT({_sql_text(col, name)} USING utf8mb4))), '{REFUSED_FIELD}'))")
     else:
         hexed = f"HEX(CONVERT({_sql_text(col, name)} USING utf8mb4))"
     return f"COALESCE({hexed}, '{NULL_FIELD}')"
+
+
+def _sql_digest(name: str, canonical: str) -> str:
+    """The field of a variable-length column: the MD5 of its ``canonical`` bytes, ``N`` for NULL,
+    ``E`` where the server refuses to build them."""
+    return f"IF({name} IS NULL, '{NULL_FIELD}', COALESCE(UPPER(MD5({canonical})), '{REFUSED_FIELD}'))"
 
 
 def _sql_text(col: ColumnInfo, name: str) -> str:
@@ -140,16 +148,14 @@ def _spark_text(col: ColumnInfo, value: Column) -> Column:
     kind = col.data_type
     if kind == "bit":
         return value.cast("int").cast("string")
-    if kind == "decimal" and (col.precision or 10) <= SPARK_MAX_PRECISION:
-        return value.cast("string")  # plain positional text with the column's scale, like CAST AS CHAR
     if kind == "date":
         return F.date_format(value, "yyyy-MM-dd")
     if kind == "datetime":
         return F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSS")
     if kind == "timestamp":
         return F.unix_micros(value).cast("string")
-    if kind in INTEGER_TYPES or kind == "year":
-        return value.cast("string")
+    if kind in INTEGER_TYPES or kind == "year" or (kind == "decimal" and (col.precision or 10) <= SPARK_MAX_PRECISION):
+        return value.cast("string")  # a DECIMAL as plain positional text with its scale, like CAST AS CHAR
     return value  # already silver's text (text types, enum, set, json, time, uuid, inet, DECIMAL(>38))
 
 

@@ -34,7 +34,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..source.connection import literal_percent, qualified, query, quote_ident
+from ..source.connection import literal_percent, qualified, query, query_keys, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, spark_type
 from .fingerprint import (
@@ -50,7 +50,6 @@ from .fingerprint import (
 ROWS_PER_BUCKET = 10_000  # a differing bucket is compared key by key: keep that small
 MAX_BUCKETS = 4096
 MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
-KEYS_PER_QUERY = 500
 DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are named only)
 NAMED_KEYS = 10  # keys named per drilled bucket
 
@@ -79,14 +78,14 @@ class Bucketing:
             return F.expr(f"{quote_ident(self.key[0].name)} div {self.width}")
         return F.crc32(_spark_key_id(self.key).cast("binary")) % F.lit(self.count)
 
-    def sql_predicate(self, bucket: int) -> tuple[str, list[Any]]:
-        """The rows of ``bucket``: an index range on the first key column when ranged (SQL with
+    def sql_predicate(self, buckets: Sequence[int]) -> tuple[str, list[Any]]:
+        """The rows of ``buckets``: index ranges of the first key column when ranged (SQL with
         ``%s`` placeholders, its own ``%`` doubled)."""
         if self.width is None:
-            return f"{literal_percent(self.sql())} = %s", [bucket]
-        low, high = self.bounds(bucket)
+            return f"{literal_percent(self.sql())} IN ({', '.join(['%s'] * len(buckets))})", list(buckets)
         name = quote_ident(self.key[0].name)
-        return f"{name} BETWEEN %s AND %s", [low, high]
+        ranges = [self.bounds(b) for b in buckets]
+        return " OR ".join([f"{name} BETWEEN %s AND %s"] * len(ranges)), [v for r in ranges for v in r]
 
     def bounds(self, bucket: int) -> tuple[int, int]:
         """The first key column's values in a ranged ``bucket`` (``DIV`` truncates toward zero,
@@ -270,32 +269,30 @@ def source_rows_of(conn: pymysql.connections.Connection, side: SourceSide,
                    keys: Sequence[Key]) -> list[tuple[int, int, str]]:
     """(bucket, fingerprint, key id) of the source rows holding ``keys`` (in the read view)."""
     schema = side.schema
-    found: list[tuple[int, int, str]] = []
     names = ", ".join(quote_ident(k) for k in schema.key)
-    one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
     key_id = _sql_key_id(schema.key_columns)
     head = literal_percent(f"SELECT {side.bucketing.sql()}, {sql_row_hash(schema.columns)}, {key_id} "
                            f"FROM {qualified(schema.schema, schema.table)} WHERE ({names}) IN ")
-    for start in range(0, len(keys), KEYS_PER_QUERY):
-        batch = keys[start:start + KEYS_PER_QUERY]
-        found += [(int(b), int(h), str(k)) for b, h, k in query(
-            conn, head + f"({', '.join([one] * len(batch))})", [value for key in batch for value in key])]
+    found = query_keys(conn, head, len(schema.key), keys)
     # One source row found through two spellings of its key (a _ci key) is one row.
-    return list({key_id: (b, h, key_id) for b, h, key_id in found}.values())
+    return list({str(k): (int(b), int(h), str(k)) for b, h, k in found}.values())
 
 
-def _source_bucket_rows(conn: pymysql.connections.Connection, side: SourceSide, bucket: int) -> Rows:
+def _source_bucket_rows(conn: pymysql.connections.Connection, side: SourceSide,
+                        buckets: Sequence[int]) -> dict[int, dict[str, KeyRow]]:
+    """The source's rows of ``buckets`` (one query), by bucket and key id."""
     schema = side.schema
-    where, args = side.bucketing.sql_predicate(bucket)
+    found: dict[int, dict[str, KeyRow]] = {b: {} for b in buckets}
+    if not buckets:
+        return found
+    where, args = side.bucketing.sql_predicate(buckets)
     shown = ", ".join(quote_ident(k) for k in schema.key)
-    selected = literal_percent(f"SELECT {_sql_key_id(schema.key_columns)}, {sql_row_hash(schema.columns)}, {shown} "
-                               f"FROM {qualified(schema.schema, schema.table)}")
-    rows = query(conn, f"{selected} WHERE {where}", args)
+    selected = literal_percent(f"SELECT {side.bucketing.sql()}, {_sql_key_id(schema.key_columns)}, "
+                               f"{sql_row_hash(schema.columns)}, {shown} FROM {qualified(schema.schema, schema.table)}")
     convert = [select_converter(c) for c in schema.key_columns]
-    found = {}
-    for row in rows:
-        values = tuple(f(v) for f, v in zip(convert, row[2:], strict=True))
-        found[str(row[0])] = KeyRow(int(row[1]), shown_key(schema.key, values), values)
+    for row in query(conn, f"{selected} WHERE {where}", args):
+        values = tuple(f(v) for f, v in zip(convert, row[3:], strict=True))
+        found[int(row[0])][str(row[1])] = KeyRow(int(row[2]), shown_key(schema.key, values), values)
     return found
 
 
@@ -323,17 +320,21 @@ def silver_sums(silver: DataFrame, schema: TableSchema, bucketing: Bucketing) ->
 
 
 def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
-                        bucket: int) -> Rows:
+                        buckets: Sequence[int]) -> dict[int, dict[str, KeyRow]]:
+    """Silver's rows of ``buckets`` (one pass over silver), by bucket and key id."""
+    found: dict[int, dict[str, KeyRow]] = {b: {} for b in buckets}
+    if not buckets:
+        return found
     key_cols = [F.unix_micros(F.col(quote_ident(c.name))) if isinstance(spark_type(c), T.TimestampType)
                 else F.col(quote_ident(c.name)) for c in schema.key_columns]
-    rows = (silver.where(bucketing.spark() == F.lit(bucket))
-            .select(_spark_key_id(schema.key_columns).alias("k"), spark_row_hash(schema.columns).alias("h"),
-                    *key_cols).collect())
-    found: dict[str, KeyRow] = {}
+    rows = (silver.select(bucketing.spark().alias("b"), _spark_key_id(schema.key_columns).alias("k"),
+                          spark_row_hash(schema.columns).alias("h"), *key_cols)
+            .where(F.col("b").isin(list(buckets))).collect())
     for r in rows:
-        values = tuple(_as_stored(c, v) for c, v in zip(schema.key_columns, r[2:], strict=True))
-        held = found.get(str(r[0]))
-        found[str(r[0])] = KeyRow(int(r[1]), shown_key(schema.key, values), values, held.rows + 1 if held else 1)
+        values = tuple(_as_stored(c, v) for c, v in zip(schema.key_columns, r[3:], strict=True))
+        bucket, key_id = found[int(r[0])], str(r[1])
+        held = bucket.get(key_id)
+        bucket[key_id] = KeyRow(int(r[2]), shown_key(schema.key, values), values, held.rows + 1 if held else 1)
     return found
 
 
@@ -370,12 +371,14 @@ def reconcile(conn: pymysql.connections.Connection, spark: SparkSession, side: S
     buckets = len(source.keys() | mine.keys())
     differences = []
     skip = {key_id for _, _, key_id in changed_rows}
-    for index, bucket in enumerate(differing_buckets(source, mine)):
+    differing = differing_buckets(source, mine)
+    drill = differing[:drilled]
+    theirs, ours = _source_bucket_rows(conn, side, drill), _silver_bucket_rows(kept, schema, side.bucketing, drill)
+    for bucket in differing:
         there, here = source.get(bucket, (0, 0))[0], mine.get(bucket, (0, 0))[0]
         keys: list[KeyDifference] = []
-        if index < drilled:
-            theirs = {k: v for k, v in _source_bucket_rows(conn, side, bucket).items() if k not in skip}
-            keys = key_differences(theirs, _silver_bucket_rows(kept, schema, side.bucketing, bucket))
+        if bucket in ours:
+            keys = key_differences({k: v for k, v in theirs[bucket].items() if k not in skip}, ours[bucket])
         differences.append(BucketDifference(side.bucketing.describe(bucket), there, here, tuple(keys),
-                                            drilled=index < drilled))
+                                            drilled=bucket in ours))
     return Reconciliation(buckets, tuple(differences), len(changed), left_out)

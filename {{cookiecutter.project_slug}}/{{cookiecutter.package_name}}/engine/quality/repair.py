@@ -35,7 +35,14 @@ from ..errors import FatalError
 from ..ops import Op
 from ..run.results import RunStatus
 from ..sink import bronze, silver
-from ..source.connection import connection, literal_percent, qualified, query, quote_ident, start_consistent_snapshot
+from ..source.connection import (
+    connection,
+    literal_percent,
+    qualified,
+    query_keys,
+    quote_ident,
+    start_consistent_snapshot,
+)
 from ..source.introspect import TableSchema
 from ..source.typemap import row_converter, select_list, spark_schema
 from ..state.positions import BinlogPosition, sequence
@@ -47,7 +54,6 @@ log = logging.getLogger(__name__)
 
 ALL_BUCKETS = 1_000_000  # repair compares every differing bucket key by key
 MAX_REPAIRED_KEYS = 1_000_000  # more than this: a full refresh is the better repair
-KEYS_PER_QUERY = 500
 
 
 @dataclass
@@ -175,15 +181,10 @@ def read_keys(config: ProjectConfig, schema: TableSchema, keys: Sequence[tuple])
     and the binlog position of that view."""
     convert = row_converter(schema, "select")
     names = ", ".join(quote_ident(k) for k in schema.key)
-    one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
-    sql = literal_percent(f"SELECT {select_list(schema)} FROM {qualified(schema.schema, schema.table)} "
-                          f"WHERE ({names}) IN ")
-    rows: list[tuple] = []
+    head = literal_percent(f"SELECT {select_list(schema)} FROM {qualified(schema.schema, schema.table)} "
+                           f"WHERE ({names}) IN ")
     with connection(config.source) as conn:
         watermark = start_consistent_snapshot(conn)
-        for start in range(0, len(keys), KEYS_PER_QUERY):
-            batch = keys[start:start + KEYS_PER_QUERY]
-            rows += [convert(row) for row in query(conn, sql + f"({', '.join([one] * len(batch))})",
-                                                   [value for key in batch for value in key])]
+        rows = [convert(row) for row in query_keys(conn, head, len(schema.key), keys)]
         conn.commit()
     return watermark, rows

@@ -364,17 +364,30 @@ def _all_specs(package: str):
     return discover(importlib.import_module(f"{package}.tables"))
 
 
-def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = False):
+def _lake_spark(config: ProjectConfig, *, long_running: bool = False, before_spark: Any = None):
+    """Spark for a command that writes the lake: the lake checked writable first (and
+    ``before_spark()`` run, e.g. the source's preflight, to fail fast before Spark takes seconds
+    to start), then its file system checked through Spark."""
     from ..sink.spark import get_spark
+
+    lake.check_writable(config.lake_root)
+    if before_spark is not None:
+        before_spark()
+    spark = get_spark(config, long_running=long_running)
+    lake.check_filesystem(spark, config.lake_root)
+    return spark
+
+
+def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = False):
     from ..source.connection import connection
     from ..source.preflight import run_preflight
     from .pipeline import Pipeline
 
-    lake.check_writable(config.lake_root)
-    with connection(config.source) as conn:  # fail fast, before Spark takes seconds to start
-        run_preflight(conn)
-    spark = get_spark(config, long_running=long_running)
-    lake.check_filesystem(spark, config.lake_root)
+    def preflight() -> None:
+        with connection(config.source) as conn:
+            run_preflight(conn)
+
+    spark = _lake_spark(config, long_running=long_running, before_spark=preflight)
     return spark, Pipeline(config, spark, invocation)
 
 
@@ -523,13 +536,10 @@ def cmd_repair(args, config, package, invocation, started) -> int:
 def cmd_rebuild(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import silver
-    from ..sink.spark import get_spark
     from .locks import table_locks
 
     specs = _specs(args, package)
-    lake.check_writable(config.lake_root)
-    spark = get_spark(config)
-    lake.check_filesystem(spark, config.lake_root)
+    spark = _lake_spark(config)
     results = []
     for spec in specs:
         result = MaintenanceResult(spec.name)
@@ -568,14 +578,11 @@ def _lake_key(spark, config: ProjectConfig, spec) -> tuple[str, ...]:
 def cmd_maintain(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import bronze, maintenance
-    from ..sink.spark import get_spark
     from .locks import table_locks
 
     options = maintenance.MaintenanceOptions(vacuum=not args.no_vacuum, retain_hours=args.retain_hours)
     specs = _specs(args, package)
-    lake.check_writable(config.lake_root)
-    spark = get_spark(config)
-    lake.check_filesystem(spark, config.lake_root)
+    spark = _lake_spark(config)
     results = []
     for spec in specs:
         result = MaintenanceResult(spec.name)

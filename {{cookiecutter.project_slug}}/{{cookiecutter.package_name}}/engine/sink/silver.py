@@ -56,7 +56,7 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
-SILVER_META = ("_seq", "_op", "_source_ts", "_ingested_at")
+SILVER_META = history.CHANGE_META
 # A batch of up to this many bronze rows is merged from the driver's memory (Arrow): its facts
 # need no Spark job and the MERGE reads it in each pass without going back to bronze.
 LOCAL_BATCH_ROWS = 50_000

@@ -6,7 +6,7 @@ like the binlog's. Connection failures become one-line errors without the passwo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -104,6 +104,21 @@ def query(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> l
     with conn.cursor() as cur:
         cur.execute(sql, args)
         return list(cur.fetchall())
+
+
+KEYS_PER_QUERY = 500  # key tuples per IN list
+
+
+def query_keys(conn: pymysql.connections.Connection, head: str, width: int,
+               keys: Sequence[tuple[Any, ...]]) -> list[tuple]:
+    """Rows of ``head`` (``SELECT ... WHERE (key columns) IN``, its ``%`` doubled) for ``keys``
+    (tuples of ``width`` values), asked in batches of ``KEYS_PER_QUERY``."""
+    one = "(" + ", ".join(["%s"] * width) + ")"
+    rows: list[tuple] = []
+    for start in range(0, len(keys), KEYS_PER_QUERY):
+        batch = keys[start:start + KEYS_PER_QUERY]
+        rows += query(conn, head + f"({', '.join([one] * len(batch))})", [value for key in batch for value in key])
+    return rows
 
 
 def current_position(conn: pymysql.connections.Connection) -> BinlogPosition:
