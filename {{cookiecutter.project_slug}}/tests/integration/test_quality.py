@@ -13,12 +13,15 @@ import pytest
 
 from {{ cookiecutter.package_name }}.engine.quality.datadocs import external_references
 from {{ cookiecutter.package_name }}.engine.quality.dq import ALIGNMENT_CHECK, VALUES_CHECK, run_checks
+from {{ cookiecutter.package_name }}.engine.quality.repair import repair_table
 from {{ cookiecutter.package_name }}.engine.run.locks import table_locks
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run.results import RunStatus
 from {{ cookiecutter.package_name }}.engine.sink import deltalog
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .browser import ensure_browser, rendered_dom
-from .helpers import demo_specs, run_source_sql
+from .helpers import assert_silver_equals_exact_source, demo_specs, run_source_sql
 from .test_cli import cli, project_dir, run_results
 
 pytestmark = pytest.mark.integration
@@ -113,6 +116,32 @@ def test_a_key_held_twice_by_silver_is_named_by_the_value_check(spark, config):
     spark.read.format("delta").load(silver).where("customer_id = 9").write.format("delta").mode("append").save(silver)
     (result,) = run_checks(config, spark, specs)
     assert "customer_id=9: held by 2 rows of silver" in failed_values(result), failed_values(result)
+
+
+def test_floats_are_compared_exactly_even_as_keys_and_repair_rereads_them(spark, config, mariadb):
+    run_source_sql(mariadb, config.source.database, """
+        CREATE TABLE readings (at DOUBLE NOT NULL PRIMARY KEY, level FLOAT, ratio DOUBLE);
+        INSERT INTO readings VALUES (0.1, 1.5, 1e-300), (-2.5, 3.25, 0.3), (1e300, -7, 5e-324), (4, NULL, 2);
+    """)
+    specs = [TableSpec("readings", "readings")]
+    pipeline = Pipeline(config, spark, "run-1")
+    pipeline.ingest(specs)
+    (clean,) = run_checks(config, spark, specs)
+    assert clean.success, [c for c in clean.checks if not c.success]
+    silver = config.table_path("silver", "readings")
+    # One ulp each, which printed text can hide: MariaDB prints a FLOAT with 6 digits (1.5).
+    spark.sql(f"UPDATE delta.`{silver}` SET level = CAST(1.5000001 AS FLOAT) WHERE at = 0.1D")
+    spark.sql(f"UPDATE delta.`{silver}` SET ratio = 0.30000000000000004D WHERE at = -2.5D")
+    spark.sql(f"DELETE FROM delta.`{silver}` WHERE at = 1e300D")
+    run_source_sql(mariadb, config.source.database, "UPDATE readings SET ratio = 9 WHERE at = 4;")  # since the ingest
+    report = failed_values(run_checks(config, spark, specs)[0])
+    for key, what in (("at=0.1", "other values"), ("at=-2.5", "other values"), ("at=1e+300", "missing from silver")):
+        assert f"{key}: {what}" in report, report
+    assert "at=4.0" not in report and "1 key changed between" in report, report
+
+    result = repair_table(config, spark, pipeline.ingest, specs[0], "repair-1")
+    assert (result.status, result.keys_found, result.rows_reread) == (RunStatus.SUCCESS, 3, 3), result
+    assert_silver_equals_exact_source(spark, config, "readings")
 
 
 def failed_values(result) -> str:

@@ -46,7 +46,6 @@ from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
-from .fingerprint import has_field
 from .freshness import freshness_check
 from .reconcile import DRILLED_BUCKETS, Reconciliation, SourceSide, reconcile, source_side
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
@@ -254,9 +253,7 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
         schemas = {s.name: describe_table(conn, database, s.source_table, s.key) for s in specs}
         rows = {s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
                 for s in specs}
-        # A FLOAT/DOUBLE key column has no exact spelling common to SQL and Spark (see fingerprint).
-        sides = {s.name: source_side(conn, schemas[s.name], rows[s.name]) for s in specs
-                 if compares_values(s) and all(has_field(c) for c in schemas[s.name].key_columns)}
+        sides = {s.name: source_side(conn, schemas[s.name], rows[s.name]) for s in specs if compares_values(s)}
         transactions = _binlog_between(config, position, list(states.values()),
                                        {s.source_table: schemas[s.name].key for s in specs})
         for spec in specs:

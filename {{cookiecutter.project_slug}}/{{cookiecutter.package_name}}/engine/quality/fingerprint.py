@@ -16,9 +16,13 @@ therefore spell every value the same way before hashing it, which is what this m
 The canonical bytes are those silver stores (see ``source.typemap``): the SQL side re-spells the
 source's value in silver's form, e.g. a TIMESTAMP as UTC microseconds, a zero DATE as NULL, a
 spatial value as WKB without the SRID, a TIME with its fraction only when there is one.
-A column whose spelling cannot be made identical on both sides (FLOAT and DOUBLE: MySQL and Java
-print doubles differently, and no SQL function exposes their bits) has no field; it is left out
-of the fingerprint and named by :func:`unfingerprinted`, never silently compared as equal.
+
+FLOAT and DOUBLE are not printed: MariaDB and Java print doubles differently (``1e20`` against
+``1.0E20``), and no SQL function exposes their bits. Both sides instead compute the value's exact
+binary form ``[-]M p E`` (``|x| = M * 2**E``, ``M`` the 53-bit integer significand) with the same
+IEEE arithmetic: a division by a power of two is exact, so only the exponent is estimated (with
+a logarithm) and then corrected by one where the estimate was off. A FLOAT (a float32 in silver)
+is widened to DOUBLE first, which is exact on both sides.
 """
 
 from __future__ import annotations
@@ -44,22 +48,15 @@ REFUSED_FIELD = "E"  # the server refused to build the value's text (over max_al
 SEPARATOR = "|"
 HASH_HEX_DIGITS = 15  # 60 bits: a non-negative BIGINT in Spark, BIGINT UNSIGNED in MySQL
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
-UNCOMPARABLE_TYPES = frozenset({"float", "double"})
+FLOAT_TYPES = frozenset({"float", "double"})
+SIGNIFICAND_BITS = 52  # a double's significand holds 53 bits, the leading one implicit
+MIN_EXPONENT = -1022  # of a normal double; below it the significand is a subnormal's (no leading 1)
 LONG_TEXT_TYPES = TEXT_TYPES | {"set", "json"}
 
 
 def is_long(col: ColumnInfo) -> bool:
     """Whether the column's field is the MD5 of its value (values of any length) instead of its hex."""
     return col.data_type in LONG_TEXT_TYPES or col.data_type in BINARY_TYPES or col.data_type in SPATIAL_TYPES
-
-
-def has_field(col: ColumnInfo) -> bool:
-    return col.data_type not in UNCOMPARABLE_TYPES
-
-
-def unfingerprinted(columns: Sequence[ColumnInfo]) -> tuple[str, ...]:
-    """The columns left out of the fingerprint (each with its type), for the report."""
-    return tuple(f"{c.name} ({c.data_type})" for c in columns if not has_field(c))
 
 
 # --- SQL (the source) ---------------------------------------------------------------------
@@ -116,14 +113,29 @@ def _sql_text(col: ColumnInfo, name: str) -> str:
         # typemap._time_text: the fraction only when there is one, always six digits then.
         return (f"IF(MICROSECOND({name}) = 0, TIME_FORMAT({name}, '%H:%i:%s'), "
                 f"TIME_FORMAT({name}, '%H:%i:%s.%f'))")
+    if kind in FLOAT_TYPES:
+        return _sql_binary_float(name)
     if kind in MARIADB_BINARY_TEXT:
         return f"CAST({name} AS CHAR)"
     return name  # text types, enum, set, json: the text itself
 
 
+def _sql_binary_float(name: str) -> str:
+    """``[-]MpE`` for a FLOAT or DOUBLE (see the module docstring), ``0`` for zero, NULL for NULL."""
+    size = f"ABS(CAST({name} AS DOUBLE))"
+    guess = f"GREATEST(FLOOR(LOG2(NULLIF({size}, 0))), {MIN_EXPONENT})"
+    scaled = f"({size} / POW(2, {guess} - {SIGNIFICAND_BITS}))"  # exact: a power of two divides
+    high = f"{scaled} >= {2 ** (SIGNIFICAND_BITS + 1)}"  # the exponent was guessed one too low
+    low = f"{scaled} < {2 ** SIGNIFICAND_BITS} AND {guess} > {MIN_EXPONENT}"  # one too high
+    significand = f"{scaled} * IF({high}, 5e-1, IF({low}, 2e0, 1e0))"
+    exponent = f"{guess} + IF({high}, 1, IF({low}, -1, 0)) - {SIGNIFICAND_BITS}"
+    return (f"IF({size} = 0, '0', CONCAT(IF({name} < 0, '-', ''), CAST(CAST({significand} AS UNSIGNED) AS CHAR), "
+            f"'p', CAST(CAST({exponent} AS SIGNED) AS CHAR)))")
+
+
 def sql_row_hash(columns: Sequence[ColumnInfo]) -> str:
-    """The SQL expression of the fingerprint of ``columns`` (those with a field)."""
-    fields = ", ".join(sql_field(c) for c in columns if has_field(c)) or f"'{NULL_FIELD}'"
+    """The SQL expression of the fingerprint of ``columns``."""
+    fields = ", ".join(sql_field(c) for c in columns) or f"'{NULL_FIELD}'"
     return (f"CAST(CONV(LEFT(MD5(CONCAT_WS('{SEPARATOR}', {fields})), {HASH_HEX_DIGITS}), 16, 10) "
             "AS UNSIGNED)")
 
@@ -154,13 +166,29 @@ def _spark_text(col: ColumnInfo, value: Column) -> Column:
         return F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSS")
     if kind == "timestamp":
         return F.unix_micros(value).cast("string")
+    if kind in FLOAT_TYPES:
+        return _spark_binary_float(value)
     if kind in INTEGER_TYPES or kind == "year" or (kind == "decimal" and (col.precision or 10) <= SPARK_MAX_PRECISION):
         return value.cast("string")  # a DECIMAL as plain positional text with its scale, like CAST AS CHAR
     return value  # already silver's text (text types, enum, set, json, time, uuid, inet, DECIMAL(>38))
 
 
+def _spark_binary_float(value: Column) -> Column:
+    """:func:`_sql_binary_float` in Spark."""
+    size = F.abs(value.cast("double"))
+    guess = F.greatest(F.floor(F.log2(size)), F.lit(MIN_EXPONENT))  # log2(0) is NULL, as in SQL
+    scaled = size / F.pow(F.lit(2.0), guess - SIGNIFICAND_BITS)
+    high = scaled >= F.lit(2 ** (SIGNIFICAND_BITS + 1))
+    low = (scaled < F.lit(2 ** SIGNIFICAND_BITS)) & (guess > MIN_EXPONENT)
+    significand = scaled * F.when(high, 0.5).when(low, 2.0).otherwise(1.0)
+    exponent = guess + F.when(high, 1).when(low, -1).otherwise(0) - SIGNIFICAND_BITS
+    spelled = F.concat(F.when(value < 0, "-").otherwise(""), significand.cast("long").cast("string"), F.lit("p"),
+                       exponent.cast("string"))
+    return F.when(size == 0, F.lit("0")).otherwise(spelled)
+
+
 def spark_row_hash(columns: Sequence[ColumnInfo]) -> Column:
     """The Spark expression of the fingerprint of ``columns``, equal to :func:`sql_row_hash`."""
-    fields = [spark_field(c) for c in columns if has_field(c)] or [F.lit(NULL_FIELD)]
+    fields = [spark_field(c) for c in columns] or [F.lit(NULL_FIELD)]
     digest = F.md5(F.concat_ws(SEPARATOR, *fields).cast("binary"))
     return F.conv(F.substring(digest, 1, HASH_HEX_DIGITS), 16, 10).cast("bigint")

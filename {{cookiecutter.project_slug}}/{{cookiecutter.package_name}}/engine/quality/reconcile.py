@@ -44,7 +44,6 @@ from .fingerprint import (
     spark_row_hash,
     sql_field,
     sql_row_hash,
-    unfingerprinted,
 )
 
 ROWS_PER_BUCKET = 10_000  # a differing bucket is compared key by key: keep that small
@@ -207,7 +206,6 @@ class Reconciliation:
     buckets: int = 0
     differences: tuple[BucketDifference, ...] = ()
     changed_keys: int = 0  # changed between the two positions: left out of the comparison
-    unfingerprinted: tuple[str, ...] = ()
     not_compared: str | None = None
 
     @property
@@ -227,8 +225,6 @@ class Reconciliation:
         if self.changed_keys:
             plural = "s" if self.changed_keys != 1 else ""
             left_out.append(f"{self.changed_keys} key{plural} changed between the compared positions")
-        if self.unfingerprinted:
-            left_out.append("columns " + ", ".join(self.unfingerprinted))
         tail = f"; not compared: {'; '.join(left_out)}" if left_out else ""
         if not self.differences:
             return f"all {self.buckets} key buckets hold the source's values{tail}"
@@ -359,9 +355,8 @@ def reconcile(conn: pymysql.connections.Connection, spark: SparkSession, side: S
     must still have the read view ``side`` was summed in open. The first ``drilled`` differing
     buckets are compared key by key (``repair`` asks for all of them)."""
     schema = side.schema
-    left_out = unfingerprinted(schema.columns)
     if len(changed) > MAX_CHANGED_KEYS:
-        return Reconciliation(unfingerprinted=left_out, not_compared=(
+        return Reconciliation(not_compared=(
             f"{len(changed)} keys changed between the compared positions (more than {MAX_CHANGED_KEYS}); "
             "run dq right after an ingest"))
     changed_rows = source_rows_of(conn, side, changed)
@@ -381,4 +376,4 @@ def reconcile(conn: pymysql.connections.Connection, spark: SparkSession, side: S
             keys = key_differences({k: v for k, v in theirs[bucket].items() if k not in skip}, ours[bucket])
         differences.append(BucketDifference(side.bucketing.describe(bucket), there, here, tuple(keys),
                                             drilled=bucket in ours))
-    return Reconciliation(buckets, tuple(differences), len(changed), left_out)
+    return Reconciliation(buckets, tuple(differences), len(changed))

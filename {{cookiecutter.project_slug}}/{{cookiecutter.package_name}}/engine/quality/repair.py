@@ -133,7 +133,7 @@ def _compared(config: ProjectConfig, spark: SparkSession, spec: TableSpec) -> Co
         raise outcome
     if outcome.values is None or outcome.values.not_compared is not None:
         reason = (outcome.values.observed(spec.name) if outcome.values is not None else
-                  "it has no value comparison (a FLOAT or DOUBLE key column)")
+                  "it has no value comparison")
         raise FatalError(f"table {spec.name}: cannot repair: {reason}", table=spec.name)
     return outcome
 
