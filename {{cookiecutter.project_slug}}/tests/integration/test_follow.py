@@ -1,5 +1,6 @@
-"""Follow mode on the real components: changes made while it runs reach silver, SIGTERM ends it
-cleanly, and idle cycles neither commit nor start Spark jobs."""
+"""Follow mode on the real components: changes made while it runs reach silver, a repair of a
+followed table is done by the follow, SIGTERM ends it cleanly, and idle cycles neither commit
+nor start Spark jobs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 
 import pytest
+from pyspark.sql import functions as F
 
 from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, SourceLink
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
@@ -17,14 +19,15 @@ from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .conftest import PROJECT_ROOT
 from .helpers import run_source_sql, silver_rows, source_rows
-from .test_cli import _read_until, cli_command, error_lines, run_results
+from .test_cli import _read_until, cli, cli_command, error_lines, run_results
 
 pytestmark = pytest.mark.integration
 
 TABLES = ("customers", "products")
 
 
-def test_changes_made_while_following_reach_silver_and_sigterm_stops_cleanly(spark, config, mariadb):
+def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follow_and_sigterm_stops_cleanly(
+        spark, config, mariadb):
     # One table: every table adds its MERGE to each cycle, and this test starts a Spark of its own.
     command, env = cli_command(config, "follow", "--select", "customers", "--interval", "0.2")
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, text=True,
@@ -38,10 +41,24 @@ def test_changes_made_while_following_reach_silver_and_sigterm_stops_cleanly(spa
             DELETE FROM customers WHERE customer_id IN (3, 5);
             UPDATE customers SET customer_id = 1000 WHERE customer_id = 7;
         """)
-        # Each cycle that brought rows logs a line; the changes may take more than one cycle.
-        deadline = time.monotonic() + 180
-        while silver_rows(spark, config, "customers") != source_rows(config, "customers"):
-            seen += _read_until(process, "follow: cycle", timeout=deadline - time.monotonic())
+        seen += _until_silver_is_the_source(process, spark, config)
+
+        # Drift made directly in silver; `repair` finds the table held by this follow and asks it.
+        _drift(spark, config)
+        repair: dict = {}
+        asking = threading.Thread(target=lambda: repair.update(done=cli(config, "repair", "--select", "customers")))
+        asking.start()
+        seen += _read_until(process, "follow: repair of customers:", timeout=300)  # reading drains stderr
+        asking.join(timeout=120)
+        done = repair["done"]
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+        assert "3 differing keys: 2 re-read, 1 deleted" in done.stdout, done.stdout
+        assert "followed by run pid" in done.stderr, done.stderr[-3000:]
+        assert "after:  all " in done.stdout and "hold the source's values" in done.stdout
+        assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+        # Capture goes on after the repair.
+        run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 9")
+        seen += _until_silver_is_the_source(process, spark, config)
         process.send_signal(signal.SIGTERM)
         _, rest = process.communicate(timeout=120)
     finally:
@@ -57,6 +74,24 @@ def test_changes_made_while_following_reach_silver_and_sigterm_stops_cleanly(spa
     ((table, status),) = [(r["table"], r["status"]) for r in results["results"]]
     assert (table, status) == ("customers", "success")
     assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+
+
+def _until_silver_is_the_source(process: subprocess.Popen, spark, config) -> str:
+    """Each cycle that brought rows logs a line; the changes may take more than one cycle."""
+    seen = ""
+    deadline = time.monotonic() + 180
+    while silver_rows(spark, config, "customers") != source_rows(config, "customers"):
+        seen += _read_until(process, "follow: cycle", timeout=deadline - time.monotonic())
+    return seen
+
+
+def _drift(spark, config) -> None:
+    """A changed value, a deleted row and an extra row, made directly in silver."""
+    silver = config.table_path("silver", "customers")
+    spark.sql(f"UPDATE delta.`{silver}` SET full_name = 'Wrong' WHERE customer_id = 9")
+    spark.sql(f"DELETE FROM delta.`{silver}` WHERE customer_id = 42")
+    extra = spark.read.format("delta").load(silver).where("customer_id = 8").withColumn("customer_id", F.lit(5000))
+    extra.write.format("delta").mode("append").save(silver)
 
 
 def test_idle_cycles_commit_nothing_and_take_milliseconds(spark, config):

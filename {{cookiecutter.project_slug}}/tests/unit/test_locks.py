@@ -24,7 +24,8 @@ def test_a_second_run_of_the_same_table_is_refused_while_the_first_holds_it(tmp_
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(ConfigError, match=f"table orders is being ingested by another run \\(pid {holder.pid}\\)"):
+        busy = f"table orders is being ingested by another run \\(pid {holder.pid}, ingest\\)"
+        with pytest.raises(ConfigError, match=busy):
             with table_locks(tmp_path, ["customers", "orders"]):
                 pass
         with table_locks(tmp_path, ["customers"]):

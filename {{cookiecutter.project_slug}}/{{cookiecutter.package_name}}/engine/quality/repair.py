@@ -1,6 +1,7 @@
 """Repair: re-read from the source only the rows reconciliation found wrong in silver.
 
-A repair of one table, under its ingest lock (capture of every other table goes on):
+A repair of one table, under its ingest lock (capture of every other table goes on; a table a
+``follow`` holds is repaired by that follow between two cycles, see ``run.repairs``):
 
 1. Catch up (an ordinary ingest), so the table follows the binlog from a checkpoint ``C``.
 2. Reconcile silver with the source (``dq``'s comparison, every differing bucket compared key
@@ -25,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -71,6 +72,25 @@ class RepairResult:
     after: str = ""  # the second one's
     message: str = ""
     category: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, recorded: dict[str, Any]) -> RepairResult:
+        return cls(**{**recorded, "status": RunStatus(recorded["status"])})
+
+
+def repair_or_error(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: TableSpec,
+                    run_id: str) -> RepairResult:
+    """:func:`repair_table`, its failure recorded as the table's result (the others go on)."""
+    from ..cdc.capture import as_table_error
+
+    try:
+        return repair_table(config, spark, ingest, spec, run_id)
+    except Exception as exc:
+        error = as_table_error(exc, spec.name, config.lake_root)
+        return RepairResult(spec.name, RunStatus.ERROR, message=str(error), category=error.category)
 
 
 def repair_table(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: TableSpec,

@@ -100,8 +100,12 @@ def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentPars
     follow.add_argument("--max-cycles", type=_count, default=None, metavar="N", help="stop after N cycles")
     follow.add_argument("--max-seconds", type=_seconds, default=None, metavar="S", help="stop after S seconds")
     selectable("dq", "run the Great Expectations checks against the source at one binlog position")
-    selectable("repair", "find the rows silver holds wrongly (as dq's value check does) and re-read only those "
-                         "from the source, without a re-snapshot; the table's binlog position is kept")
+    repair = selectable("repair", "find the rows silver holds wrongly (as dq's value check does) and re-read only "
+                                  "those from the source, without a re-snapshot; the table's binlog position is "
+                                  "kept; a table a follow holds is repaired by that follow between two cycles")
+    repair.add_argument("--wait", type=_seconds, default=DEFAULTS.repair_wait_s, metavar="SECONDS",
+                        help="how long to wait for a follow to repair a table it holds "
+                             f"(default {DEFAULTS.repair_wait_s:g})")
     selectable("rebuild", "write silver anew from the whole of bronze (the newest change per key), e.g. after "
                           "changing a table's transform; equal to the incremental silver")
     maintain = selectable("maintain", "compact bronze and silver (OPTIMIZE) and delete the files old versions "
@@ -413,14 +417,16 @@ def cmd_follow(args, config, package, invocation, started) -> int:
     from ..cdc import capture
     from .follow import Follower, FollowOptions, SourceLink, stop_requests
     from .locks import table_locks
+    from .repairs import RepairServer, repair_here, requests_of
 
     specs = _specs(args, package)
     options = FollowOptions(interval_s=args.interval, max_cycles=args.max_cycles, max_seconds=args.max_seconds)
-    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
+    with table_locks(config.target_dir / "locks", [s.name for s in specs], "follow"):
         _, pipeline = _pipeline(config, invocation, long_running=True)
+        serve = RepairServer(requests_of(config), specs, repair_here(config, lambda: pipeline))
         # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
         with stop_requests() as stop, _file_only(capture.log, capture.READING):
-            outcome = Follower(pipeline, specs, SourceLink(config.source), stop, options).run()
+            outcome = Follower(pipeline, specs, SourceLink(config.source), stop, options, serve).run()
     failed = _print_results(outcome.results, args.log_format)
     summary = (f"{outcome.cycles} cycle(s), {outcome.cycles - outcome.idle_cycles} ingested, "
                f"{outcome.rows} row(s)")
@@ -505,32 +511,35 @@ def _finish_tables(args, config, command: str, invocation: str, started: dt.date
 
 
 def cmd_repair(args, config, package, invocation, started) -> int:
-    from ..cdc.capture import as_table_error
-    from ..quality.repair import RepairResult, repair_table
-    from .locks import table_locks
+    from .repairs import Waiting, repair_here, repair_tables
 
-    specs = _specs(args, package)
+    local: list = []
+
+    def pipeline():  # Spark starts only for a table repaired here, not by a follow
+        if not local:
+            local.append(_pipeline(config, invocation)[1])
+        return local[0]
+
     results = []
-    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
-        spark, pipeline = _pipeline(config, invocation)
-        for spec in specs:
-            try:
-                result = repair_table(config, spark, pipeline.ingest, spec, invocation)
-            except Exception as exc:  # recorded against this table; the others go on
-                error = as_table_error(exc, spec.name, config.lake_root)
-                result = RepairResult(spec.name, RunStatus.ERROR, message=str(error), category=error.category)
-            results.append(result)
-            if result.status == RunStatus.ERROR:
-                print(f"{spec.name:<24} ERROR  see below")
-            elif result.keys_found == 0:
-                print(f"{spec.name:<24} ok     nothing to repair: {result.after}")
-            else:
-                print(f"{spec.name:<24} {'ok  ' if result.status == RunStatus.SUCCESS else 'FAIL'}   "
-                      f"{result.keys_found} differing keys: {result.rows_reread} re-read, {result.keys_deleted} "
-                      f"deleted at binlog {result.watermark} (bronze batch {result.batch})")
-                print(f"    before: {result.before}")
-                print(f"    after:  {result.after}")
+    repairs = repair_tables(config, invocation, _specs(args, package), repair_here(config, pipeline),
+                            Waiting(args.wait))
+    for result in repairs:
+        _print_repair(result)
+        results.append(result)
     return _finish_tables(args, config, "repair", invocation, started, results)
+
+
+def _print_repair(result) -> None:
+    if result.status == RunStatus.ERROR:
+        print(f"{result.table:<24} ERROR  see below")
+    elif result.keys_found == 0:
+        print(f"{result.table:<24} ok     nothing to repair: {result.after}")
+    else:
+        print(f"{result.table:<24} {'ok  ' if result.status == RunStatus.SUCCESS else 'FAIL'}   "
+              f"{result.keys_found} differing keys: {result.rows_reread} re-read, {result.keys_deleted} "
+              f"deleted at binlog {result.watermark} (bronze batch {result.batch})")
+        print(f"    before: {result.before}")
+        print(f"    after:  {result.after}")
 
 
 def cmd_rebuild(args, config, package, invocation, started) -> int:
@@ -544,7 +553,7 @@ def cmd_rebuild(args, config, package, invocation, started) -> int:
     for spec in specs:
         result = MaintenanceResult(spec.name)
         try:
-            with table_locks(config.target_dir / "locks", [spec.name]):
+            with table_locks(config.target_dir / "locks", [spec.name], "rebuild"):
                 key = _lake_key(spark, config, spec)
                 batch = silver.rebuild(spark, bronze_path=config.table_path(Layer.BRONZE, spec.name),
                                        silver_path=config.table_path(Layer.SILVER, spec.name), key=key,
@@ -588,7 +597,7 @@ def cmd_maintain(args, config, package, invocation, started) -> int:
         result = MaintenanceResult(spec.name)
         try:
             # The ingest lock: a MERGE reading files a compaction removes would fail.
-            with table_locks(config.target_dir / "locks", [spec.name]):
+            with table_locks(config.target_dir / "locks", [spec.name], "maintain"):
                 for layer in maintenance.LAYERS:
                     path = config.table_path(layer, spec.name)
                     if bronze.exists(spark, path):

@@ -17,6 +17,10 @@ would only repeat its error); the others go on. A cycle that fails as a whole be
 does not answer is retried with the pipeline's backoff; after the last attempt its error ends
 the run, as it would end an ``ingest``.
 
+Requests: before each cycle the loop calls ``serve`` with the tables it still follows, which
+does what other runs asked of them (``run.repairs``: a repair of a followed table); the cycle
+after it picks up where the table then stands.
+
 Stopping: :func:`stop_requests` turns SIGTERM and the first Ctrl-C into a request the loop reads
 between cycles, so a cycle always runs to its end; a second Ctrl-C goes to the handler installed
 before (Spark's: interrupt at once, progress up to the last commit is kept).
@@ -116,8 +120,10 @@ class Follower:
     """Runs the cycles; :meth:`run` returns when stopped, at a limit, or with no table left."""
 
     def __init__(self, pipeline: Pipeline, specs: Sequence[TableSpec], source: SourceLink,
-                 stop: threading.Event, options: FollowOptions | None = None):
+                 stop: threading.Event, options: FollowOptions | None = None,
+                 serve: Callable[[Sequence[TableSpec]], None] | None = None):
         self._pipeline = pipeline
+        self._serve = serve
         self._active = list(specs)
         self._source = source
         self._stop = stop
@@ -138,6 +144,7 @@ class Follower:
         try:
             while self._running(started):
                 began = time.monotonic()
+                self._serve_requests()
                 self._cycle_or_retry()
                 pause = self._options.interval_s - (time.monotonic() - began)
                 if self._options.max_seconds is not None:
@@ -159,6 +166,14 @@ class Follower:
             or (options.max_cycles is not None and self._outcome.cycles >= options.max_cycles)
             or (options.max_seconds is not None and time.monotonic() - started >= options.max_seconds)
         )
+
+    def _serve_requests(self) -> None:
+        if self._serve is None:
+            return
+        try:
+            self._serve(list(self._active))
+        except Exception:  # serving another run's request must never stop the capture
+            log.exception("follow: serving a request of another run failed; following goes on")
 
     def _cycle_or_retry(self) -> None:
         retry = self._pipeline.retry

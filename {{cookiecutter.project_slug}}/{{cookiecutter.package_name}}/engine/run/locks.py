@@ -2,7 +2,9 @@
 
 Two concurrent runs of a table would both append the same binlog range to bronze (Delta accepts
 concurrent blind appends), so each run holds an advisory lock per table for its whole duration.
-The lock dies with the process, so a killed run never leaves a stale lock behind.
+The lock dies with the process, so a killed run never leaves a stale lock behind. The lock file
+names its holder (pid and command), so a ``repair`` can tell a ``follow`` it may ask to do the
+work (see ``run.requests``) from a run it must wait for.
 """
 
 from __future__ import annotations
@@ -16,8 +18,23 @@ from pathlib import Path
 from ..errors import ConfigError
 
 
+class TableBusy(ConfigError):
+    """Another run holds the table's lock."""
+
+    def __init__(self, table: str, pid: str, command: str):
+        super().__init__(f"table {table} is being ingested by another run (pid {pid}, {command}); wait for it "
+                         "to finish or stop it", table=table)
+        self.pid = pid
+        self.command = command
+
+    def __reduce__(self):
+        return (TableBusy, (self.table, self.pid, self.command))
+
+
 @contextmanager
-def table_locks(folder: Path, tables: Sequence[str]) -> Iterator[None]:
+def table_locks(folder: Path, tables: Sequence[str], command: str = "ingest") -> Iterator[None]:
+    """Hold the locks of ``tables`` for ``command``; raises :class:`TableBusy` at the first one
+    another run holds."""
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         for table in sorted(tables):
@@ -26,13 +43,10 @@ def table_locks(folder: Path, tables: Sequence[str]) -> Iterator[None]:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.seek(0)
-                holder = handle.read().strip() or "?"
-                raise ConfigError(
-                    f"table {table} is being ingested by another run (pid {holder}); wait for it "
-                    "to finish or stop it"
-                ) from None
+                pid, _, held_for = (handle.read().strip() or "?").partition(" ")
+                raise TableBusy(table, pid, held_for or "?") from None
             handle.seek(0)
             handle.truncate()
-            handle.write(str(os.getpid()))
+            handle.write(f"{os.getpid()} {command}")
             handle.flush()
         yield
