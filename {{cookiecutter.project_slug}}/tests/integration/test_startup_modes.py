@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import time
+
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
@@ -58,6 +61,54 @@ def test_position_starts_after_a_given_binlog_position(spark, config, mariadb):
     (result,) = Pipeline(config, spark, "run-1").ingest([spec])
     assert result.snapshot_rows == 0 and result.binlog_rows == 5
     assert silver_rows(spark, config, "customers") == _changed_since_start(config)
+
+
+def _root_value(mariadb, sql: str):
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        row = cur.fetchone()
+        return row[0] if row else None
+
+
+def test_gtid_starts_after_that_transaction_even_in_an_older_binlog_file(spark, config, mariadb):
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 3;")
+    gtid = _root_value(mariadb, "SELECT @@gtid_binlog_pos")  # the update above: not in silver
+    # A rotation: the GTID's file is no longer the newest, and the changes span two files.
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Next' WHERE customer_id = 6;")
+    _root_value(mariadb, "FLUSH BINARY LOGS")
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Later' WHERE customer_id = 4;")
+    run_source_sql(mariadb, config.source.database, CHANGES)
+    spec = TableSpec("customers", "customers", startup="gtid", start_gtid=gtid)
+    (result,) = Pipeline(config, spark, "run-1").ingest([spec])
+    assert result.snapshot_rows == 0 and result.binlog_rows == 7  # 6 (right after the GTID), 4, then CHANGES
+    expected = {row for row in source_rows(config, "customers") if row[0] in (4, 5, 6, 9001)}
+    assert silver_rows(spark, config, "customers") == expected
+
+
+def test_timestamp_starts_at_the_first_transaction_dated_at_or_after_it(spark, config, mariadb):
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 3;")
+    # Binlog times are whole seconds: the start lies in a later second than the update above,
+    # and the changes after it in a later second still.
+    time.sleep(1.1)
+    start = dt.datetime.now(dt.UTC)
+    time.sleep(1.1)
+    _root_value(mariadb, "FLUSH BINARY LOGS")  # the newest file opens after the start: the search goes back
+    run_source_sql(mariadb, config.source.database, CHANGES)
+    spec = TableSpec("customers", "customers", startup="timestamp", start_timestamp=start.isoformat())
+    (result,) = Pipeline(config, spark, "run-1").ingest([spec])
+    assert result.snapshot_rows == 0 and result.binlog_rows == 5
+    assert silver_rows(spark, config, "customers") == _changed_since_start(config)
+
+
+def test_a_gtid_the_source_never_logged_stops_the_table_naming_the_setting(spark, config, mariadb):
+    logged = _root_value(mariadb, "SELECT @@gtid_binlog_pos")
+    domain, server, seq = logged.split(",")[0].split("-")
+    spec = TableSpec("customers", "customers", startup="gtid", start_gtid=f"{domain}-{server}-{int(seq) + 1000}")
+    with pytest.raises(TablesFailed) as failed:
+        Pipeline(config, spark, "run-1").ingest([spec])
+    error = failed.value.errors["customers"]
+    assert error.setting == "start_gtid" and "is not in the source's binlog" in str(error), str(error)
+    assert "@@gtid_binlog_pos" in str(error)
 
 
 @pytest.mark.parametrize("position", ["mysql-bin.999999:4", "{file}:999999999"])

@@ -1,4 +1,5 @@
 import ast
+import datetime as dt
 
 import pytest
 
@@ -70,8 +71,34 @@ def test_a_startup_position_needs_a_parseable_start_position_and_only_then():
         assert refused.value.setting == "start_position"
 
 
+def test_a_startup_gtid_needs_one_mariadb_gtid_and_only_then():
+    spec = TableSpec("orders", "orders", startup="gtid", start_gtid="0-1-1234")
+    assert spec.startup is Startup.GTID and not spec.snapshots and spec.start_at() is None
+    for bad in ({"startup": "gtid"}, {"start_gtid": "0-1-5"}, {"startup": "gtid", "start_gtid": "0-1"},
+                {"startup": "gtid", "start_gtid": "0-1-5,1-1-7"}, {"startup": "gtid", "start_gtid": "uuid:5"},
+                {"startup": "position", "start_position": "mysql-bin.000003:4", "start_gtid": "0-1-5"}):
+        with pytest.raises(ConfigError, match="start_gtid") as refused:
+            TableSpec("orders", "orders", **bad)
+        assert refused.value.setting == "start_gtid"
+
+
+def test_a_startup_timestamp_needs_a_time_with_its_zone():
+    spec = TableSpec("orders", "orders", startup="timestamp", start_timestamp="2026-11-23T10:00:00+01:00")
+    assert spec.startup is Startup.TIMESTAMP and not spec.snapshots
+    assert spec.start_epoch() == dt.datetime(2026, 11, 23, 9, 0, tzinfo=dt.UTC).timestamp()
+    utc = TableSpec("orders", "orders", startup="timestamp", start_timestamp="2026-11-23T10:00:00Z")
+    assert utc.start_epoch() == dt.datetime(2026, 11, 23, 10, 0, tzinfo=dt.UTC).timestamp()
+    assert TableSpec("orders", "orders").start_epoch() is None
+    for bad, says in ((None, "goes with startup='timestamp'"), ("2026-11-23T10:00:00", "has no zone"),
+                      ("yesterday", "not an ISO 8601 time"), (1700000000, "use an ISO 8601 time")):
+        with pytest.raises(ConfigError, match=says) as refused:
+            TableSpec("orders", "orders", startup="timestamp", start_timestamp=bad)
+        assert refused.value.setting == "start_timestamp"
+
+
 def test_an_unknown_startup_mode_is_refused_naming_the_modes():
-    with pytest.raises(ConfigError, match="startup is 'earliest'; use one of 'initial', 'latest', 'position'"):
+    with pytest.raises(ConfigError, match="startup is 'earliest'; use one of 'initial', 'latest', 'position', "
+                                          "'gtid', 'timestamp'"):
         TableSpec("orders", "orders", startup="earliest")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import pkgutil
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 from .config.project import Delivery, Startup
 from .errors import ConfigError
-from .state.positions import BinlogPosition
+from .state.positions import BinlogPosition, parse_gtid
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,15 @@ class TableSpec:
     delivery: Delivery | str | None = None  # a Delivery member or its value ("at_least_once")
     tags: tuple[str, ...] = ()
     # A Startup member or its value: "initial" (snapshot first), "latest" (changes from now on
-    # only) or "position" (changes after ``start_position``, e.g. "mysql-bin.000003:1234"). Without
-    # a snapshot silver holds only the rows changed since, so dq compares no row counts.
+    # only), "position" (changes after ``start_position``, e.g. "mysql-bin.000003:1234"), "gtid"
+    # (changes after the transaction ``start_gtid``, a MariaDB GTID such as "0-1-1234") or
+    # "timestamp" (transactions the binlog dates at or after ``start_timestamp``, an ISO 8601 time
+    # with its zone, e.g. "2026-11-23T10:00:00Z"). Without a snapshot silver holds only the rows
+    # changed since, so dq compares no row counts.
     startup: Startup | str = Startup.INITIAL
     start_position: str | None = None
+    start_gtid: str | None = None
+    start_timestamp: str | dt.datetime | None = None
     max_lag_seconds: float | None = None  # dq's freshness limit; None: quality.max_lag_seconds
     # dq reconciles silver with the source value by value (one scan of each side per check run);
     # False leaves only row count, key uniqueness and freshness, e.g. for a huge table checked often.
@@ -63,16 +69,20 @@ class TableSpec:
             object.__setattr__(self, "delivery", delivery)
         startup = Startup.parse(self.startup, f"{where}: startup", "startup", self.name)
         object.__setattr__(self, "startup", startup)
-        if (startup is Startup.POSITION) != (self.start_position is not None):
-            raise ConfigError(f"{where}: start_position goes with startup='position' (and only with it), e.g. "
-                              "startup='position', start_position='mysql-bin.000003:1234'",
-                              table=self.name, setting="start_position")
-        if self.start_position is not None:
-            try:
+        for mode, setting, example in START_SETTINGS:
+            if (startup is mode) != (getattr(self, setting) is not None):
+                raise ConfigError(f"{where}: {setting} goes with startup='{mode}' (and only with it), e.g. "
+                                  f"startup='{mode}', {setting}={example!r}", table=self.name, setting=setting)
+        try:
+            if self.start_position is not None:
                 BinlogPosition.parse(str(self.start_position))
-            except ValueError as exc:
-                raise ConfigError(f"{where}: start_position {exc}", table=self.name,
-                                  setting="start_position") from None
+            if self.start_gtid is not None:
+                parse_gtid(str(self.start_gtid))
+            if self.start_timestamp is not None:
+                object.__setattr__(self, "start_timestamp", _aware_time(self.start_timestamp))
+        except ValueError as exc:
+            setting = next(s for m, s, _ in START_SETTINGS if m is startup)
+            raise ConfigError(f"{where}: {setting} {exc}", table=self.name, setting=setting) from None
         lag: object = self.max_lag_seconds
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int | float) or not lag > 0):
             raise ConfigError(f"{where}: max_lag_seconds is {lag!r}; use a positive number of seconds",
@@ -116,9 +126,34 @@ class TableSpec:
         """The binlog position of ``startup='position'``."""
         return BinlogPosition.parse(self.start_position) if self.start_position is not None else None
 
+    def start_epoch(self) -> float | None:
+        """``start_timestamp`` (``startup='timestamp'``) in seconds since the epoch."""
+        return self.start_timestamp.timestamp() if isinstance(self.start_timestamp, dt.datetime) else None
+
     def delivery_or(self, default: Delivery) -> Delivery:
         """This table's delivery mode, or the project's default when it sets none."""
         return Delivery(self.delivery) if self.delivery is not None else default
+
+
+START_SETTINGS = (
+    (Startup.POSITION, "start_position", "mysql-bin.000003:1234"),
+    (Startup.GTID, "start_gtid", "0-1-1234"),
+    (Startup.TIMESTAMP, "start_timestamp", "2026-11-23T10:00:00Z"),
+)
+
+
+def _aware_time(value: object) -> dt.datetime:
+    """``start_timestamp`` as an aware time: an ISO 8601 text or a datetime, with its zone."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"is {value!r}, not an ISO 8601 time such as '2026-11-23T10:00:00Z'") from None
+    if not isinstance(value, dt.datetime):
+        raise ValueError(f"is {value!r}; use an ISO 8601 time such as '2026-11-23T10:00:00Z'")
+    if value.tzinfo is None:
+        raise ValueError(f"{value.isoformat()} has no zone; add one, e.g. '{value.isoformat()}Z' for UTC")
+    return value
 
 
 def discover(package: ModuleType) -> dict[str, TableSpec]:

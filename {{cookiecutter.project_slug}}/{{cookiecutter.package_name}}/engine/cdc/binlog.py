@@ -24,7 +24,7 @@ handled here, and wherever the adapter cannot be sure it stops instead of guessi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,7 @@ class Transaction:
     schema_changes: tuple[SchemaChange, ...] = ()
     problems: tuple[TableProblem, ...] = ()
     gtid: str | None = None
+    timestamp: int | None = None  # when the binlog dates it (whole seconds): its GTID event's, else its commit's
 
 
 class UnknownTableIdError(FatalError):
@@ -117,10 +118,11 @@ class _Pending:
     problems: list[TableProblem] = field(default_factory=list)
     gtid: str | None = None
     standalone: bool = False
+    timestamp: int | None = None
 
-    def close(self, end: BinlogPosition) -> Transaction:
+    def close(self, end: BinlogPosition, timestamp: int) -> Transaction:
         return Transaction(tuple(self.changes), end, tuple(self.schema_changes), tuple(self.problems),
-                           self.gtid)
+                           self.gtid, self.timestamp if self.timestamp is not None else timestamp)
 
 
 class BinlogSource:
@@ -144,7 +146,7 @@ class BinlogSource:
         self._watched: tuple[TableName, ...] = tuple((schema, t) for t in self._keys)
         self._read_timeout = read_timeout
 
-    def transactions(self, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
+    def transactions(self, start: BinlogPosition, stop: BinlogPosition) -> Generator[Transaction, None, None]:
         """Transactions whose commit ends after ``start`` and at or before ``stop``. ``start``
         must be a commit boundary."""
         stream = BinLogStreamReader(
@@ -210,7 +212,8 @@ class BinlogSource:
             end = BinlogPosition(stream.log_file, event.packet.log_pos)
             stream.table_map.position = end
             if isinstance(event, MariadbGtidEvent):
-                tx = _Pending(open=True, gtid=event.gtid, standalone=bool(event.flags & GTID_STANDALONE))
+                tx = _Pending(open=True, gtid=event.gtid, standalone=bool(event.flags & GTID_STANDALONE),
+                              timestamp=int(event.timestamp))
                 continue
             if isinstance(event, RowsEvent):
                 tx.open = True
@@ -221,7 +224,7 @@ class BinlogSource:
             # Xid, COMMIT or DDL: a commit boundary.
             if end > stop:
                 return
-            yield tx.close(end)
+            yield tx.close(end, int(event.timestamp))
             tx = _Pending()
             stream.table_map = _TableMap()
 

@@ -180,7 +180,7 @@ class CatchUp:
             self._flush(by_source, start, final=True, synced_at=stop_seen_at)
             return
         source = BinlogSource(
-            self.config.source, self._server_id(), self.config.source.database,
+            self.config.source, server_id(self.config), self.config.source.database,
             {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
         )
         log.info(READING, start, stop, extra=PROGRESS)
@@ -325,9 +325,13 @@ class CatchUp:
         capture.failure = error
         capture.rows = []  # uncommitted: the checkpoint stays at the last good commit
 
-    def _server_id(self) -> int:
-        low, high = self.config.server_ids
-        return low + os.getpid() % (high - low + 1)
+
+
+def server_id(config: ProjectConfig) -> int:
+    """The replica server id this process reads the binlog with: one of the project's range,
+    by pid, so two runs on one machine do not evict each other's dump thread."""
+    low, high = config.server_ids
+    return low + os.getpid() % (high - low + 1)
 
 
 def idle_advance_held(capture: TableCapture, target: BinlogPosition) -> bool:

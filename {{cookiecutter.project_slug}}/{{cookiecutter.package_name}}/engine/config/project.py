@@ -50,6 +50,8 @@ class Startup(Mode):
     INITIAL = "initial"  # snapshot, then the binlog from the snapshot's position
     LATEST = "latest"  # no snapshot: only changes from the source's position at the first run
     POSITION = "position"  # no snapshot: only changes after a given binlog position
+    GTID = "gtid"  # no snapshot: only changes after the transaction of a given MariaDB GTID
+    TIMESTAMP = "timestamp"  # no snapshot: only transactions the binlog dates at or after a time
 
 
 class Layer(StrEnum):

@@ -18,6 +18,8 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
+from ..cdc import startpoints
+from ..cdc.binlog import BinlogSource
 from ..cdc.capture import (
     CatchUp,
     RetryPolicy,
@@ -26,8 +28,9 @@ from ..cdc.capture import (
     new_capture,
     resume_position,
     schema_changed,
+    server_id,
 )
-from ..config.project import Layer, ProjectConfig, Startup
+from ..config.project import Layer, ProjectConfig
 from ..errors import ConfigError, FatalError, IngestError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
@@ -287,16 +290,28 @@ class Pipeline:
 
     def _start_without_snapshot(self, conn: pymysql.connections.Connection, spec: TableSpec,
                                 schema: TableSchema, path: str) -> Checkpoint:
-        """``startup`` latest or position: create bronze with one empty commit whose checkpoint
-        is the start position; the catch-up of this same run reads on from there."""
-        position = spec.start_at() or current_position(conn)
-        if spec.startup == Startup.POSITION:
-            check_on_source(conn, position, spec.name)
-        checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position)
+        """``startup`` other than initial: create bronze with one empty commit whose checkpoint
+        is the start position (see ``cdc.startpoints``); this same run's catch-up reads on from it."""
+        position = self._start_position(conn, spec)
+        gtid = spec.start_gtid.strip() if spec.start_gtid is not None else None
+        checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position, gtid=gtid)
         bronze.append_rows(self.spark, path, [], bronze.bronze_schema(spark_schema(schema)), checkpoint)
         log.info("%s: no snapshot (startup %s): silver takes the changes after %s", spec.name,
                  spec.startup, position)
         return checkpoint
+
+    def _start_position(self, conn: pymysql.connections.Connection, spec: TableSpec) -> BinlogPosition:
+        given = spec.start_at()
+        if given is not None:
+            check_on_source(conn, given, spec.name)
+            return given
+        read = BinlogSource(self.config.source, server_id(self.config), self.config.source.database, {}).transactions
+        if spec.start_gtid is not None:
+            return startpoints.after_gtid(conn, read, spec.start_gtid, spec.name)
+        epoch = spec.start_epoch()
+        if epoch is not None:
+            return startpoints.at_time(conn, read, epoch, spec.name)
+        return current_position(conn)
 
     # -- binlog and silver -----------------------------------------------------------
 

@@ -34,7 +34,7 @@ TABLE = TableSpec(
     source_table="{source_table}",
     key={key},  # None: the primary key; or a tuple of unique NOT NULL columns
     chunk_size=None,  # None: defaults.chunk_size in lakehouse_project.yml
-    startup="initial",  # snapshot first; "latest" (or "position" with start_position=...) skips it
+    startup="initial",  # snapshot first; "latest", "position", "gtid" or "timestamp" skip it (README)
     tags=(),
     transform=None,  # or a function DataFrame -> DataFrame run before the silver MERGE
     scd_type=1,  # 1: silver holds each key's newest row; 2: every version (_seq/_end_seq, _is_current)

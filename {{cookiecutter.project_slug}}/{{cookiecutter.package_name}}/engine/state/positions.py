@@ -14,6 +14,7 @@ from functools import total_ordering
 from typing import Any
 
 _FILE_NUMBER = re.compile(r"\.(\d+)$")
+GTID_TEXT = re.compile(r"(\d+)-(\d+)-(\d+)")  # a MariaDB GTID: domain-server-sequence
 
 # _seq = file_number * 10^22 + offset * 10^10 + row_index; fits DECIMAL(38,0).
 _FILE_FACTOR = 10**22
@@ -92,3 +93,12 @@ def bytes_behind(position: BinlogPosition, head: BinlogPosition, sizes: Mapping[
         if position.file_number < BinlogPosition(name, 0).file_number < head.file_number:
             behind += size
     return behind
+
+
+def parse_gtid(text: str) -> tuple[int, int, int]:
+    """``(domain, server, seq)`` of one MariaDB GTID; raises ValueError for anything else."""
+    found = GTID_TEXT.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(f"{text!r} is not one MariaDB GTID (domain-server-sequence, e.g. '0-1-1234')")
+    domain, server, seq = (int(part) for part in found.groups())
+    return domain, server, seq

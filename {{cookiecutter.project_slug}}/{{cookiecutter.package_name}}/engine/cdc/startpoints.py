@@ -1,0 +1,100 @@
+"""Where a table started without a snapshot begins reading, as a binlog position.
+
+``latest`` is the source's position at the first run and ``position`` is given. ``gtid`` and
+``timestamp`` are found in the binlog, always at a commit boundary (where a checkpoint may
+stand), by reading it with the engine's own decoder:
+
+- ``gtid``: the end of the transaction with that MariaDB GTID (domain-server-seq). Each binlog
+  file opens with the GTID list of everything logged before it (``Gtid_list``), so only the
+  file whose list precedes the GTID is read, up to that transaction.
+- ``timestamp``: the end of the last transaction the binlog dates before that time. Binlog
+  times are whole seconds, so the comparison is at the second: a transaction in the same second
+  as the time is read (read once more rather than missed). Only the files from the newest one
+  whose first transaction is older than the time are read.
+
+Both refuse, with one line naming the setting, what the binlog no longer holds: a GTID in
+purged files, or a time before the oldest binlog once older ones were purged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Generator
+
+import pymysql
+
+from ..errors import ConfigError
+from ..source.connection import binlog_sizes, current_position, query
+from ..state.positions import GTID_TEXT, BinlogPosition, parse_gtid
+from .binlog import Transaction
+
+# Reads the transactions ending after a position and at or before another (BinlogSource's).
+Reader = Callable[[BinlogPosition, BinlogPosition], Generator[Transaction, None, None]]
+
+FILE_START = 4  # the first event of a binlog file follows its 4-byte magic number
+
+
+def logged_before(conn: pymysql.connections.Connection, file: str) -> dict[int, int] | None:
+    """The GTID list ``file`` opens with: each domain's highest sequence logged before it
+    (``{}`` for the first binlog ever, ``None`` on a server that writes no such list)."""
+    for row in query(conn, "SHOW BINLOG EVENTS IN %s LIMIT 4", (file,)):
+        if row[2] == "Gtid_list":
+            before: dict[int, int] = {}
+            for domain, _, seq in GTID_TEXT.findall(str(row[5])):
+                before[int(domain)] = max(before.get(int(domain), 0), int(seq))
+            return before
+    return None
+
+
+def after_gtid(conn: pymysql.connections.Connection, read: Reader, gtid: str, table: str) -> BinlogPosition:
+    """The end of the transaction with ``gtid``."""
+    domain, server, seq = parse_gtid(gtid)
+    wanted = f"{domain}-{server}-{seq}"
+    files = list(binlog_sizes(conn))
+    head = current_position(conn)
+    # The newest file opened before the GTID was logged holds it (sequences grow per domain).
+    holder = next((f for f in reversed(files) if (logged_before(conn, f) or {}).get(domain, 0) < seq), None)
+    if holder is None:
+        raise ConfigError(
+            f"table {table}: start_gtid {gtid} is in binlogs the source has purged (its oldest, {files[0]}, "
+            "opens after it): start from a later GTID, or use startup='initial'", table=table, setting="start_gtid")
+    with contextlib.closing(read(BinlogPosition(holder, FILE_START), head)) as transactions:
+        for transaction in transactions:
+            if transaction.gtid == wanted:
+                return transaction.end
+    logged = query(conn, "SELECT @@gtid_binlog_pos")[0][0]
+    raise ConfigError(
+        f"table {table}: start_gtid {gtid} is not in the source's binlog (it has logged up to {logged or 'nothing'}): "
+        "use a GTID the source logged (SELECT @@gtid_binlog_pos), or startup='latest'",
+        table=table, setting="start_gtid")
+
+
+def at_time(conn: pymysql.connections.Connection, read: Reader, epoch_s: float, table: str) -> BinlogPosition:
+    """The end of the last transaction dated before ``epoch_s`` (compared at the second); the
+    source's position now when every transaction is older."""
+    second = math.floor(epoch_s)
+    files = list(binlog_sizes(conn))
+    head = current_position(conn)
+    start = next((f for f in reversed(files) if _first_dated_before(read, f, head, second)), None)
+    if start is None:
+        # Every binlog the source holds is from the time or later: complete only when none was purged.
+        if logged_before(conn, files[0]) != {}:
+            raise ConfigError(
+                f"table {table}: start_timestamp is before the oldest binlog the source holds ({files[0]}); "
+                "the changes since then were purged: use a later start_timestamp, or startup='initial'",
+                table=table, setting="start_timestamp")
+        start = files[0]
+    previous = BinlogPosition(start, FILE_START)
+    with contextlib.closing(read(previous, head)) as transactions:
+        for transaction in transactions:
+            if transaction.timestamp is not None and transaction.timestamp >= second:
+                return previous
+            previous = transaction.end
+    return head
+
+
+def _first_dated_before(read: Reader, file: str, head: BinlogPosition, second: int) -> bool:
+    with contextlib.closing(read(BinlogPosition(file, FILE_START), head)) as transactions:
+        first = next(transactions, None)
+    return first is not None and first.timestamp is not None and first.timestamp < second
