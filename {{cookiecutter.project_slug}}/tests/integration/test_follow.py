@@ -4,6 +4,7 @@ nor start Spark jobs."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import threading
@@ -22,6 +23,8 @@ from .helpers import run_source_sql, silver_rows, source_rows
 from .test_cli import _read_until, cli, cli_command, error_lines, run_results
 
 pytestmark = pytest.mark.integration
+
+PACKAGE = "{{ cookiecutter.package_name }}"
 
 TABLES = ("customers", "products")
 
@@ -76,13 +79,54 @@ def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follo
     assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
 
 
-def _until_silver_is_the_source(process: subprocess.Popen, spark, config) -> str:
+def _until_silver_is_the_source(process: subprocess.Popen, spark, config, tables=("customers",)) -> str:
     """Each cycle that brought rows logs a line; the changes may take more than one cycle."""
     seen = ""
     deadline = time.monotonic() + 180
-    while silver_rows(spark, config, "customers") != source_rows(config, "customers"):
+    while any(silver_rows(spark, config, t) != source_rows(config, t) for t in tables):
         seen += _read_until(process, "follow: cycle", timeout=deadline - time.monotonic())
     return seen
+
+
+def test_a_table_added_while_following_is_snapshotted_while_the_others_keep_their_positions(
+        spark, config, mariadb, tmp_path):
+    # The table modules the follow imports: a copy, so that the test adds a module to it.
+    code = tmp_path / "code"
+    shutil.copytree(PROJECT_ROOT / PACKAGE, code / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    command, env = cli_command(config, "follow", "--exclude", "orders", "order_items", "products",
+                               "--interval", "0.2")
+    env["PYTHONPATH"] = str(code)
+    process = subprocess.Popen(command, cwd=code, env=env, text=True,  # cwd: first on sys.path with -m
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = _read_until(process, "follow: cycle 1:", timeout=300)  # customers' snapshot is in
+        run_source_sql(mariadb, config.source.database, """
+            CREATE TABLE late_rows (id INT NOT NULL PRIMARY KEY, note VARCHAR(20));
+            INSERT INTO late_rows VALUES (1, 'one'), (2, 'two'), (3, 'three');
+            UPDATE customers SET full_name = 'Before' WHERE customer_id = 11;
+        """)
+        (code / PACKAGE / "tables" / "late_rows.py").write_text(
+            f"from {PACKAGE}.engine.tables import TableSpec\n\nTABLE = TableSpec(\"late_rows\", \"late_rows\")\n")
+        seen += _read_until(process, "follow: table late_rows was added to the project", timeout=60)
+        run_source_sql(mariadb, config.source.database, """
+            INSERT INTO late_rows VALUES (4, 'four');
+            DELETE FROM late_rows WHERE id = 1;
+            UPDATE customers SET full_name = 'After' WHERE customer_id = 12;
+        """)
+        seen += _until_silver_is_the_source(process, spark, config, ("customers", "late_rows"))
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = seen + rest
+    assert process.returncode == 0 and error_lines(stderr) == [], stderr[-3000:]
+    results = {r["table"]: r["status"] for r in run_results(config)["results"]}
+    assert results == {"customers": "success", "late_rows": "success"}
+    # customers kept its position: read by one snapshot only, its changes from the binlog.
+    changes = spark.read.format("delta").load(config.table_path("bronze", "customers")).groupBy("_op").count()
+    counts = {r["_op"]: r["count"] for r in changes.collect()}
+    assert counts["r"] == 400 and counts["u"] == 2, counts
 
 
 def _drift(spark, config) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.cdc.capture import RetryPolicy
-from {{ cookiecutter.package_name }}.engine.errors import FatalError, IngestError, SourceUnavailableError
-from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, stop_requests
+from {{ cookiecutter.package_name }}.engine.errors import ConfigError, FatalError, IngestError, SourceUnavailableError
+from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, NewTables, stop_requests
 from {{ cookiecutter.package_name }}.engine.run.pipeline import TableResult, TablesFailed
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
@@ -244,3 +244,50 @@ def test_sigterm_and_a_first_ctrl_c_request_a_stop_a_second_ctrl_c_interrupts():
             os.kill(os.getpid(), signal.SIGINT)
             stop.wait(5)  # the handler raises in the main thread, here at the latest
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_table_added_while_following_joins_the_next_cycle_and_the_others_keep_going():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    project = {"a": TableSpec("a", "a")}
+    pipeline.on_ingest = move_head(source)
+
+    def add_c_after_the_first_cycle() -> list[TableSpec]:
+        if len(pipeline.calls) >= 1:
+            project["c"] = TableSpec("c", "c")
+        return list(project.values())
+
+    claimed: list[str] = []
+    discover = NewTables(add_c_after_the_first_cycle, lambda spec: claimed.append(spec.name))
+    outcome = Follower(pipeline, specs("a"), source, threading.Event(),
+                       FollowOptions(interval_s=0.0, discover_s=0.0, max_cycles=3), discover=discover).run()
+    assert pipeline.calls == [["a"], ["a", "c"], ["a", "c"]]
+    assert claimed == ["c"]  # locked once, before its first cycle
+    assert [(r.table, r.status) for r in outcome.results] == [("a", "success"), ("c", "success")]
+
+
+def test_a_new_table_held_by_another_run_or_a_broken_module_leaves_the_followed_tables_alone(caplog):
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.on_ingest = move_head(source)
+    attempts: list[str] = []
+
+    def busy(spec: TableSpec) -> None:
+        attempts.append(spec.name)
+        raise ConfigError(f"table {spec.name} is being ingested by another run (pid 1, ingest)")
+
+    held = NewTables(lambda: specs("a", "c"), busy)
+    Follower(pipeline, specs("a"), source, threading.Event(),
+             FollowOptions(interval_s=0.0, discover_s=0.0, max_cycles=3), discover=held).run()
+    assert pipeline.calls == [["a"]] * 3 and attempts == ["c"] * 3  # tried again each time
+
+    def broken() -> list[TableSpec]:
+        raise ConfigError("table module tables/c.py has a syntax error at line 3")
+
+    caplog.clear()
+    Follower(pipeline, specs("a"), source, threading.Event(),
+             FollowOptions(interval_s=0.0, discover_s=0.0, max_cycles=3),
+             discover=NewTables(broken, attempts.append)).run()
+    reported = [r.getMessage() for r in caplog.records if "syntax error" in r.getMessage()]
+    assert len(reported) == 1 and "following the same tables" in reported[0]  # said once, not each time
+    assert pipeline.calls[-3:] == [["a"]] * 3

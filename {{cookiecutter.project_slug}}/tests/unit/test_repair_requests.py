@@ -68,13 +68,13 @@ def repaired_here(calls: list):
 
 def serve_once_asked(config, specs, answer_with, active=None) -> threading.Thread:
     """A follow's side in a thread: serve the first request that arrives."""
-    server = RepairServer(requests_of(config), specs, answer_with)
+    server = RepairServer(requests_of(config), answer_with)
 
     def loop() -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not requests_of(config).pending(KIND, {s.name for s in specs}):
             time.sleep(0.02)
-        server(specs if active is None else active)
+        server(specs if active is None else active, {s.name: s for s in specs})
 
     thread = threading.Thread(target=loop)
     thread.start()

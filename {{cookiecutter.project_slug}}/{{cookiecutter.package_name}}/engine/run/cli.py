@@ -22,7 +22,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -415,18 +415,22 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
 
 def cmd_follow(args, config, package, invocation, started) -> int:
     from ..cdc import capture
-    from .follow import Follower, FollowOptions, SourceLink, stop_requests
+    from .follow import Follower, FollowOptions, NewTables, SourceLink, stop_requests
     from .locks import table_locks
     from .repairs import RepairServer, repair_here, requests_of
 
     specs = _specs(args, package)
     options = FollowOptions(interval_s=args.interval, max_cycles=args.max_cycles, max_seconds=args.max_seconds)
-    with table_locks(config.target_dir / "locks", [s.name for s in specs], "follow"):
+    locks = config.target_dir / "locks"
+    with table_locks(locks, [s.name for s in specs], "follow"), ExitStack() as added_later:
         _, pipeline = _pipeline(config, invocation, long_running=True)
-        serve = RepairServer(requests_of(config), specs, repair_here(config, lambda: pipeline))
+        serve = RepairServer(requests_of(config), repair_here(config, lambda: pipeline))
+        # Tables added to the project while following (add-table), selected as this run selects.
+        discover = NewTables(lambda: _specs(args, package),
+                             lambda spec: added_later.enter_context(table_locks(locks, [spec.name], "follow")))
         # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
         with stop_requests() as stop, _file_only(capture.log, capture.READING):
-            outcome = Follower(pipeline, specs, SourceLink(config.source), stop, options, serve).run()
+            outcome = Follower(pipeline, specs, SourceLink(config.source), stop, options, serve, discover).run()
     failed = _print_results(outcome.results, args.log_format)
     summary = (f"{outcome.cycles} cycle(s), {outcome.cycles - outcome.idle_cycles} ingested, "
                f"{outcome.rows} row(s)")

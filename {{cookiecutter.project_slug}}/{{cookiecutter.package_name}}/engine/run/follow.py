@@ -21,6 +21,12 @@ Requests: before each cycle the loop calls ``serve`` with the tables it still fo
 does what other runs asked of them (``run.repairs``: a repair of a followed table); the cycle
 after it picks up where the table then stands.
 
+Tables added meanwhile: every ``discover_s`` the loop asks ``discover`` for tables added to the
+project since (``add-table``) that the run's selection picks, their locks already taken. Each
+joins the next cycle, which snapshots it while the other tables keep their positions; the one
+binlog reader then carries them all. A table module that fails to load is reported once and the
+loop follows the tables it has.
+
 Stopping: :func:`stop_requests` turns SIGTERM and the first Ctrl-C into a request the loop reads
 between cycles, so a cycle always runs to its end; a second Ctrl-C goes to the handler installed
 before (Spark's: interrupt at once, progress up to the last commit is kept).
@@ -28,11 +34,12 @@ before (Spark's: interrupt at once, progress up to the last commit is kept).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -63,6 +70,7 @@ class FollowOptions:
     max_seconds: float | None = None  # stop after this long (tests, benchmarks)
     heartbeat_s: float = DEFAULTS.follow_heartbeat_s
     idle_commit_s: float = DEFAULTS.follow_idle_commit_s
+    discover_s: float = DEFAULTS.follow_discover_s
 
 
 @dataclass
@@ -121,9 +129,15 @@ class Follower:
 
     def __init__(self, pipeline: Pipeline, specs: Sequence[TableSpec], source: SourceLink,
                  stop: threading.Event, options: FollowOptions | None = None,
-                 serve: Callable[[Sequence[TableSpec]], None] | None = None):
+                 serve: Callable[[Sequence[TableSpec], Mapping[str, TableSpec]], None] | None = None,
+                 discover: Callable[[Collection[str]], Sequence[TableSpec]] | None = None):
+        """``serve(active, known)``: other runs' requests, for the tables followed and all the
+        tables this loop was given (see ``run.repairs``). ``discover(known names)``: tables added
+        since, locked for this run."""
         self._pipeline = pipeline
         self._serve = serve
+        self._discover = discover
+        self._known = {s.name: s for s in specs}
         self._active = list(specs)
         self._source = source
         self._stop = stop
@@ -136,6 +150,7 @@ class Follower:
         # Each table's committed resume position and when this loop saw it change.
         self._committed: dict[str, tuple[BinlogPosition | None, float]] = {
             s.name: (None, self._last_line) for s in specs}
+        self._discovered_at = self._last_line
 
     def run(self) -> FollowOutcome:
         started = time.monotonic()
@@ -144,6 +159,7 @@ class Follower:
         try:
             while self._running(started):
                 began = time.monotonic()
+                self._add_new_tables()
                 self._serve_requests()
                 self._cycle_or_retry()
                 pause = self._options.interval_s - (time.monotonic() - began)
@@ -167,11 +183,24 @@ class Follower:
             or (options.max_seconds is not None and time.monotonic() - started >= options.max_seconds)
         )
 
+    def _add_new_tables(self) -> None:
+        now = time.monotonic()
+        if self._discover is None or now - self._discovered_at < self._options.discover_s:
+            return
+        self._discovered_at = now
+        for spec in self._discover(set(self._known)):
+            self._known[spec.name] = spec
+            self._active.append(spec)
+            self._results[spec.name] = TableResult(spec.name)
+            self._committed[spec.name] = (None, now)
+            log.info("follow: table %s was added to the project: the next cycle snapshots it while the "
+                     "other tables keep their positions", spec.name)
+
     def _serve_requests(self) -> None:
         if self._serve is None:
             return
         try:
-            self._serve(list(self._active))
+            self._serve(list(self._active), dict(self._known))
         except Exception:  # serving another run's request must never stop the capture
             log.exception("follow: serving a request of another run failed; following goes on")
 
@@ -266,6 +295,41 @@ class Follower:
     def _line_written(self) -> None:
         self._last_line = time.monotonic()
         self._cycles_at_last_line = self._outcome.cycles
+
+
+class NewTables:
+    """The loop's ``discover``: the project's table modules read again and selected as at the
+    start. Each new table is claimed first (``claim`` takes its ingest lock and raises when
+    another run holds it; it is then tried again next time). A problem is logged once."""
+
+    def __init__(self, select: Callable[[], Sequence[TableSpec]], claim: Callable[[TableSpec], None]):
+        self._select = select
+        self._claim = claim
+        self._reported: set[str] = set()
+
+    def __call__(self, known: Collection[str]) -> list[TableSpec]:
+        importlib.invalidate_caches()  # the import system's listing of the tables folder is cached
+        try:
+            specs = self._select()
+        except IngestError as exc:
+            self._report(f"table modules not read again ({exc}); following the same tables")
+            return []
+        added = []
+        for spec in specs:
+            if spec.name in known:
+                continue
+            try:
+                self._claim(spec)
+            except IngestError as exc:
+                self._report(f"table {spec.name} is not followed yet: {exc}")
+                continue
+            added.append(spec)
+        return added
+
+    def _report(self, problem: str) -> None:
+        if problem not in self._reported:
+            self._reported.add(problem)
+            log.warning("follow: %s", problem)
 
 
 @contextmanager

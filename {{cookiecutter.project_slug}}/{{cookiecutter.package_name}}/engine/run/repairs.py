@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,21 +44,21 @@ Repair = Callable[[TableSpec, str], RepairResult]  # repairs a table for a run i
 
 class RepairServer:
     """Serves the repair requests for a follow's tables; called by the follow between cycles with
-    the tables it still follows. ``repair`` runs on the follow's own Spark session and pipeline."""
+    the tables it still follows and every table it holds (``known``). ``repair`` runs on the
+    follow's own Spark session and pipeline."""
 
-    def __init__(self, requests: Requests, specs: Sequence[TableSpec], repair: Repair):
+    def __init__(self, requests: Requests, repair: Repair):
         self._requests = requests
-        self._specs = {s.name: s for s in specs}
         self._repair = repair
 
-    def __call__(self, active: Sequence[TableSpec]) -> None:
+    def __call__(self, active: Sequence[TableSpec], known: Mapping[str, TableSpec]) -> None:
         following = {s.name for s in active}
-        for request in self._requests.pending(KIND, self._specs):
+        for request in self._requests.pending(KIND, known):
             if not self._requests.take(request):
                 continue  # withdrawn by its requester meanwhile
             if request.table in following:
                 log.info("follow: repairing %s, as run %s asked", request.table, request.id)
-                result = self._repair(self._specs[request.table], request.id)
+                result = self._repair(known[request.table], request.id)
                 log.info("follow: repair of %s: %s", request.table, result.message or result.after)
             else:
                 result = RepairResult(request.table, RunStatus.ERROR, category="configuration", message=(
