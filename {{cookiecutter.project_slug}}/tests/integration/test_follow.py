@@ -9,9 +9,11 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, SourceLink
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
@@ -21,6 +23,7 @@ from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 from .conftest import PROJECT_ROOT
 from .helpers import run_source_sql, silver_rows, source_rows
 from .test_cli import _read_until, cli, cli_command, error_lines, run_results
+from .test_repair import tamper
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +35,7 @@ TABLES = ("customers", "products")
 def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follow_and_sigterm_stops_cleanly(
         spark, config, mariadb):
     # One table: every table adds its MERGE to each cycle, and this test starts a Spark of its own.
-    command, env = cli_command(config, "follow", "--select", "customers", "--interval", "0.2")
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with following(config, "--select", "customers", "--interval", "0.2") as process:
         seen = _read_until(process, "follow: cycle 1:", timeout=300)  # the snapshot is in
         run_source_sql(mariadb, config.source.database, """
             INSERT INTO customers (email, full_name, country, created_at)
@@ -47,7 +47,7 @@ def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follo
         seen += _until_silver_is_the_source(process, spark, config)
 
         # Drift made directly in silver; `repair` finds the table held by this follow and asks it.
-        _drift(spark, config)
+        tamper(spark, config, changed=9)  # 7 is no longer a key
         repair: dict = {}
         asking = threading.Thread(target=lambda: repair.update(done=cli(config, "repair", "--select", "customers")))
         asking.start()
@@ -62,11 +62,7 @@ def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follo
         # Capture goes on after the repair.
         run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 9")
         seen += _until_silver_is_the_source(process, spark, config)
-        process.send_signal(signal.SIGTERM)
-        _, rest = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        rest = sigterm(process)
     stderr = seen + rest
     assert process.returncode == 0, stderr[-3000:]
     assert error_lines(stderr) == [], stderr[-3000:]
@@ -77,6 +73,29 @@ def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follo
     ((table, status),) = [(r["table"], r["status"]) for r in results["results"]]
     assert (table, status) == ("customers", "success")
     assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+
+
+@contextmanager
+def following(config, *args: str, code: Path | None = None) -> Iterator[subprocess.Popen]:
+    """A `follow` run of the CLI (importing the project from ``code`` when given), killed if the
+    test leaves it running."""
+    command, env = cli_command(config, "follow", *args)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    # With -m the working directory comes first on sys.path.
+    process = subprocess.Popen(command, cwd=code or PROJECT_ROOT, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def sigterm(process: subprocess.Popen) -> str:
+    """Stop a follow as a service manager would; the rest of its stderr."""
+    process.send_signal(signal.SIGTERM)
+    return process.communicate(timeout=120)[1]
 
 
 def _until_silver_is_the_source(process: subprocess.Popen, spark, config, tables=("customers",)) -> str:
@@ -93,12 +112,8 @@ def test_a_table_added_while_following_is_snapshotted_while_the_others_keep_thei
     # The table modules the follow imports: a copy, so that the test adds a module to it.
     code = tmp_path / "code"
     shutil.copytree(PROJECT_ROOT / PACKAGE, code / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
-    command, env = cli_command(config, "follow", "--exclude", "orders", "order_items", "products",
-                               "--interval", "0.2")
-    env["PYTHONPATH"] = str(code)
-    process = subprocess.Popen(command, cwd=code, env=env, text=True,  # cwd: first on sys.path with -m
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with following(config, "--exclude", "orders", "order_items", "products", "--interval", "0.2",
+                   code=code) as process:
         seen = _read_until(process, "follow: cycle 1:", timeout=300)  # customers' snapshot is in
         run_source_sql(mariadb, config.source.database, """
             CREATE TABLE late_rows (id INT NOT NULL PRIMARY KEY, note VARCHAR(20));
@@ -114,11 +129,7 @@ def test_a_table_added_while_following_is_snapshotted_while_the_others_keep_thei
             UPDATE customers SET full_name = 'After' WHERE customer_id = 12;
         """)
         seen += _until_silver_is_the_source(process, spark, config, ("customers", "late_rows"))
-        process.send_signal(signal.SIGTERM)
-        _, rest = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        rest = sigterm(process)
     stderr = seen + rest
     assert process.returncode == 0 and error_lines(stderr) == [], stderr[-3000:]
     results = {r["table"]: r["status"] for r in run_results(config)["results"]}
@@ -127,15 +138,6 @@ def test_a_table_added_while_following_is_snapshotted_while_the_others_keep_thei
     changes = spark.read.format("delta").load(config.table_path("bronze", "customers")).groupBy("_op").count()
     counts = {r["_op"]: r["count"] for r in changes.collect()}
     assert counts["r"] == 400 and counts["u"] == 2, counts
-
-
-def _drift(spark, config) -> None:
-    """A changed value, a deleted row and an extra row, made directly in silver."""
-    silver = config.table_path("silver", "customers")
-    spark.sql(f"UPDATE delta.`{silver}` SET full_name = 'Wrong' WHERE customer_id = 9")
-    spark.sql(f"DELETE FROM delta.`{silver}` WHERE customer_id = 42")
-    extra = spark.read.format("delta").load(silver).where("customer_id = 8").withColumn("customer_id", F.lit(5000))
-    extra.write.format("delta").mode("append").save(silver)
 
 
 def test_idle_cycles_commit_nothing_and_take_milliseconds(spark, config):

@@ -24,10 +24,11 @@ def customers() -> list:
     return [s for s in demo_specs() if s.name == "customers"]
 
 
-def tamper(spark, config) -> None:
-    """Three kinds of drift made directly in silver: a changed value, a deleted row, an extra row."""
+def tamper(spark, config, changed: int = 7) -> None:
+    """Three kinds of drift made directly in silver: a changed value (of ``changed``), a deleted
+    row (42), an extra row (5000, a copy of 8)."""
     silver = config.table_path("silver", "customers")
-    spark.sql(f"UPDATE delta.`{silver}` SET full_name = 'Wrong' WHERE customer_id = 7")
+    spark.sql(f"UPDATE delta.`{silver}` SET full_name = 'Wrong' WHERE customer_id = {changed}")
     spark.sql(f"DELETE FROM delta.`{silver}` WHERE customer_id = 42")
     extra = spark.read.format("delta").load(silver).where("customer_id = 8").withColumn("customer_id", F.lit(5000))
     extra.write.format("delta").mode("append").save(silver)
