@@ -61,6 +61,7 @@ class FakePipeline:
         self.positions: dict[str, BinlogPosition] = {}  # where each table's catch-up read to
         self.last_transaction: BinlogPosition | None = None  # set: resume positions stay there
         self.fail: dict[str, IngestError] = {}
+        self.copied: set[str] = set()  # snapshot-only tables whose copy is over
         self.calls: list[list[str]] = []
         self.held: list[frozenset[str]] = []  # each call's hold_idle
         self.on_ingest: Callable[[], None] = lambda: None
@@ -78,7 +79,7 @@ class FakePipeline:
                 errors[spec.name] = error
                 self.positions.pop(spec.name, None)
             else:
-                results.append(TableResult(spec.name, binlog_rows=1))
+                results.append(TableResult(spec.name, binlog_rows=1, copied=spec.name in self.copied))
                 self.positions[spec.name] = stop
         if errors:
             raise TablesFailed(results, errors)
@@ -180,6 +181,22 @@ def test_a_failed_table_is_dropped_and_the_others_are_followed():
     outcome = follow(pipeline, source, max_cycles=3)
     assert pipeline.calls == [["a", "b"], ["a"], ["a"]]
     assert [(r.table, r.status) for r in outcome.failed] == [("b", "error")]
+
+
+def test_a_snapshot_only_table_is_no_longer_followed_once_copied_and_the_loop_ends_without_an_error(caplog):
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.copied = {"a"}
+    pipeline.on_ingest = move_head(source)
+    outcome = follow(pipeline, source, max_cycles=3)
+    assert pipeline.calls == [["a", "b"], ["b"], ["b"]]
+    assert not outcome.failed
+
+    pipeline = FakePipeline(source)
+    pipeline.copied = {"a", "b"}
+    outcome = follow(pipeline, source, max_cycles=5)
+    assert outcome.cycles == 1 and not outcome.failed
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 def test_the_loop_ends_when_every_table_failed():

@@ -98,8 +98,14 @@ def test_a_startup_timestamp_needs_a_time_with_its_zone():
 
 def test_an_unknown_startup_mode_is_refused_naming_the_modes():
     with pytest.raises(ConfigError, match="startup is 'earliest'; use one of 'initial', 'latest', 'position', "
-                                          "'gtid', 'timestamp'"):
+                                          "'gtid', 'timestamp', 'snapshot'"):
         TableSpec("orders", "orders", startup="earliest")
+
+
+def test_snapshot_only_is_copied_but_not_followed():
+    once = TableSpec("orders", "orders", startup="snapshot")
+    assert once.snapshots and not once.followed
+    assert TableSpec("orders", "orders").followed and TableSpec("orders", "orders", startup="latest").followed
 
 
 @pytest.mark.parametrize("kind", [0, 3, "2", True, 2.0])

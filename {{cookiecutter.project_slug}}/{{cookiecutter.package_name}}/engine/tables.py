@@ -39,8 +39,9 @@ class TableSpec:
     # only), "position" (changes after ``start_position``, e.g. "mysql-bin.000003:1234"), "gtid"
     # (changes after the transaction ``start_gtid``, a MariaDB GTID such as "0-1-1234") or
     # "timestamp" (transactions the binlog dates at or after ``start_timestamp``, an ISO 8601 time
-    # with its zone, e.g. "2026-11-23T10:00:00Z"). Without a snapshot silver holds only the rows
-    # changed since, so dq compares no row counts.
+    # with its zone, e.g. "2026-11-23T10:00:00Z"), or "snapshot" (copied once, consistent at the
+    # binlog position the snapshot ends at, then left as it is; FULL_REFRESH=1 copies it again).
+    # Without a snapshot silver holds only the rows changed since, so dq compares no row counts.
     startup: Startup | str = Startup.INITIAL
     start_position: str | None = None
     start_gtid: str | None = None
@@ -120,7 +121,12 @@ class TableSpec:
     @property
     def snapshots(self) -> bool:
         """Whether the first run copies the table (else silver holds only later changes)."""
-        return self.startup == Startup.INITIAL
+        return self.startup in (Startup.INITIAL, Startup.SNAPSHOT)
+
+    @property
+    def followed(self) -> bool:
+        """Whether the binlog keeps silver current after the first run (not ``snapshot`` only)."""
+        return self.startup != Startup.SNAPSHOT
 
     def start_at(self) -> BinlogPosition | None:
         """The binlog position of ``startup='position'``."""

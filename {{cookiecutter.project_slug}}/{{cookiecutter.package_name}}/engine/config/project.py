@@ -52,6 +52,7 @@ class Startup(Mode):
     POSITION = "position"  # no snapshot: only changes after a given binlog position
     GTID = "gtid"  # no snapshot: only changes after the transaction of a given MariaDB GTID
     TIMESTAMP = "timestamp"  # no snapshot: only transactions the binlog dates at or after a time
+    SNAPSHOT = "snapshot"  # the snapshot only: copied once (consistent at its end), never followed
 
 
 class Layer(StrEnum):

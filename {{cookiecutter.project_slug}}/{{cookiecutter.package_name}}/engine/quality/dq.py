@@ -185,9 +185,10 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
         )
-        fresh = freshness_check(state.position, state.synced_at, compared.position, checked_at,
-                                spec.max_lag_seconds or config.max_lag_seconds)
-        added = [fresh]
+        added = []
+        if spec.followed:  # a snapshot-only table stays at its snapshot's end on purpose
+            added.append(freshness_check(state.position, state.synced_at, compared.position, checked_at,
+                                         spec.max_lag_seconds or config.max_lag_seconds))
         if outcome.values is not None:
             added.append(CheckOutcome(VALUES_CHECK, outcome.values.success, outcome.values.observed(spec.name)))
         result = replace(result, checks=(*result.checks, *added),

@@ -169,8 +169,10 @@ class Follower:
                     self._stop.wait(pause)
         finally:
             self._source.close()
-        if not self._active:
-            log.error("follow: every table failed; nothing left to follow")
+        if not self._active and any(r.status != RunStatus.SUCCESS for r in self._results.values()):
+            log.error("follow: every table failed (or is snapshot-only and copied); nothing left to follow")
+        elif not self._active:
+            log.info("follow: every table is snapshot-only and copied; nothing left to follow")
         self._outcome.results = list(self._results.values())
         return self._outcome
 
@@ -249,6 +251,10 @@ class Follower:
             self._active = [s for s in self._active if s.name not in dropped]
             log.error("follow: stopped following %s (failed, see above); %d table(s) left",
                       ", ".join(sorted(dropped)), len(self._active))
+        copied = {r.table for r in results if r.copied}
+        if copied:
+            self._active = [s for s in self._active if s.name not in copied]
+            log.info("follow: %s copied (snapshot only): not followed further", ", ".join(sorted(copied)))
         if rows:
             self._report(results, rows, time.monotonic() - began)
         else:

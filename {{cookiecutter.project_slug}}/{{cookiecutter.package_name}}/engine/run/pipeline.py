@@ -63,6 +63,7 @@ class TableResult:
     category: str = ""
     setting: str | None = None  # of the error: the setting to change, when one is at fault
     error_position: str | None = None  # of the error: the binlog position it happened at
+    copied: bool = False  # a snapshot-only table is wholly copied: later runs leave it as it is
 
 
 def eta(done: int, left: int, elapsed_s: float) -> str:
@@ -113,6 +114,11 @@ class _Table:
         self.result.category = self.error.category
         self.result.setting, self.result.error_position = self.error.setting, self.error.position
         log.error("%s: %s", self.spec.name, self.error)
+
+
+def _copied(checkpoint: Checkpoint) -> bool:
+    """Whether the snapshot is over: every chunk read and its window replayed."""
+    return checkpoint.phase == Phase.BINLOG and checkpoint.snapshot is None
 
 
 class Pipeline:
@@ -166,7 +172,11 @@ class Pipeline:
             seen_at = time.time() if stop is None else None  # just before: never later than the read
             stop = stop or current_position(conn)
             started = time.monotonic()
-            self._catch_up(conn, [t for t in tables if t.ok], stop, frozenset(hold_idle), seen_at)
+            self._catch_up(conn, [t for t in tables if t.ok and t.spec.followed], stop, frozenset(hold_idle),
+                           seen_at)
+            for table in tables:
+                if table.ok and not table.spec.followed:
+                    self._end_snapshot(conn, table)
             for table in tables:
                 if table.ok:
                     self._merge_silver(table)
@@ -226,6 +236,8 @@ class Pipeline:
         path = self.config.table_path(Layer.BRONZE, spec.name)
         checkpoint = bronze.latest_checkpoint(self.spark, path)
         chunk_size = spec.chunk_size or self.config.defaults.chunk_size
+        if checkpoint is not None and not spec.followed and _copied(checkpoint):
+            return checkpoint  # left as it is, whatever the source became since (schema included)
         if checkpoint is None:
             if require_snapshot:
                 raise ConfigError(f"table {spec.name} has not been ingested yet: run `make ingest TABLE={spec.name}`",
@@ -340,6 +352,30 @@ class Pipeline:
             table.result.binlog_rows += capture.binlog_rows
             if capture.failure is not None:
                 table.fail(capture.failure)
+
+    def _end_snapshot(self, conn: pymysql.connections.Connection, table: _Table) -> None:
+        """A snapshot-only table: the binlog read up to the position its last chunk was read at
+        (the chunks' windows replayed, so silver is the source as of that one position), then
+        no further."""
+        assert table.checkpoint is not None and table.schema is not None
+        if not _copied(table.checkpoint):
+            assert table.checkpoint.snapshot is not None
+            end = table.checkpoint.snapshot.high_watermark
+            self._catch_up(conn, [table], end, frozenset(), None)
+            if table.ok and not _copied(table.checkpoint):
+                # Every chunk was read at one position: no window to replay, nothing was committed.
+                done = table.checkpoint.advanced_to(end, self.run_id)
+                try:
+                    bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, table.spec.name), [],
+                                       bronze.bronze_schema(spark_schema(table.schema)), done)
+                except Exception as exc:  # recorded against this table; the others go on
+                    table.fail(exc, self.config.lake_root)
+                    return
+                table.checkpoint = done
+        if table.ok and _copied(table.checkpoint):
+            table.result.copied = True
+            log.info("%s: snapshot only: copied as of %s; not followed further (FULL_REFRESH=1 copies it again)",
+                     table.spec.name, table.checkpoint.position)
 
     def _merge_silver(self, table: _Table) -> None:
         assert table.schema is not None and table.checkpoint is not None
