@@ -119,9 +119,10 @@ def test_a_key_held_twice_by_silver_is_named_by_the_value_check(spark, config):
 
 
 def test_floats_are_compared_exactly_even_as_keys_and_repair_rereads_them(spark, config, mariadb):
+    # A FLOAT key: MariaDB prints 1234567 as 1234570 (6 digits), so keys must be read exactly.
     run_source_sql(mariadb, config.source.database, """
-        CREATE TABLE readings (at DOUBLE NOT NULL PRIMARY KEY, level FLOAT, ratio DOUBLE);
-        INSERT INTO readings VALUES (0.1, 1.5, 1e-300), (-2.5, 3.25, 0.3), (1e300, -7, 5e-324), (4, NULL, 2);
+        CREATE TABLE readings (at FLOAT NOT NULL PRIMARY KEY, level FLOAT, ratio DOUBLE);
+        INSERT INTO readings VALUES (0.5, 1.5, 1e-300), (-2.5, 3.25, 0.3), (1234567, -7, 5e-324), (4, NULL, 2);
     """)
     specs = [TableSpec("readings", "readings")]
     pipeline = Pipeline(config, spark, "run-1")
@@ -130,12 +131,12 @@ def test_floats_are_compared_exactly_even_as_keys_and_repair_rereads_them(spark,
     assert clean.success, [c for c in clean.checks if not c.success]
     silver = config.table_path("silver", "readings")
     # One ulp each, which printed text can hide: MariaDB prints a FLOAT with 6 digits (1.5).
-    spark.sql(f"UPDATE delta.`{silver}` SET level = CAST(1.5000001 AS FLOAT) WHERE at = 0.1D")
-    spark.sql(f"UPDATE delta.`{silver}` SET ratio = 0.30000000000000004D WHERE at = -2.5D")
-    spark.sql(f"DELETE FROM delta.`{silver}` WHERE at = 1e300D")
+    spark.sql(f"UPDATE delta.`{silver}` SET level = CAST(1.5000001 AS FLOAT) WHERE at = CAST(0.5 AS FLOAT)")
+    spark.sql(f"UPDATE delta.`{silver}` SET ratio = 0.30000000000000004D WHERE at = CAST(-2.5 AS FLOAT)")
+    spark.sql(f"DELETE FROM delta.`{silver}` WHERE at = CAST(1234567 AS FLOAT)")
     run_source_sql(mariadb, config.source.database, "UPDATE readings SET ratio = 9 WHERE at = 4;")  # since the ingest
     report = failed_values(run_checks(config, spark, specs)[0])
-    for key, what in (("at=0.1", "other values"), ("at=-2.5", "other values"), ("at=1e+300", "missing from silver")):
+    for key, what in (("at=0.5", "other values"), ("at=-2.5", "other values"), ("at=1234567.0", "missing from silver")):
         assert f"{key}: {what}" in report, report
     assert "at=4.0" not in report and "1 key changed between" in report, report
 

@@ -66,7 +66,7 @@ def repaired_here(calls: list):
     return repair
 
 
-def serve_once_asked(config, specs, answer_with, active=None) -> threading.Thread:
+def serve_once_asked(config, specs, answer_with) -> threading.Thread:
     """A follow's side in a thread: serve the first request that arrives."""
     server = RepairServer(requests_of(config), answer_with)
 
@@ -74,7 +74,7 @@ def serve_once_asked(config, specs, answer_with, active=None) -> threading.Threa
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not requests_of(config).pending(KIND, {s.name for s in specs}):
             time.sleep(0.02)
-        server(specs if active is None else active, {s.name: s for s in specs})
+        server({s.name: s for s in specs})
 
     thread = threading.Thread(target=loop)
     thread.start()
@@ -144,15 +144,43 @@ def test_no_answer_in_time_withdraws_the_request_and_says_the_follow_never_start
     assert requests_of(config).pending(KIND, {"orders"}) == []
 
 
-def test_a_follow_answers_an_error_for_a_table_it_no_longer_follows(config):
+def test_a_request_is_withdrawn_when_the_table_passes_to_a_run_that_is_no_follow(config):
     holder = Holder(locks_folder(config), "follow")
+    ingest = None
     try:
-        served = serve_once_asked(config, [ORDERS], repaired_here([]), active=[])
-        (result,) = repair_tables(config, "run-11", [ORDERS], repaired_here([]), FAST)
-        served.join()
+        # Polls 2 s apart: the ingest below takes the lock between two of them.
+        slow = Waiting(wait_s=30, poll_s=2.0)
+        asked = threading.Thread(target=lambda: asked.result.append(
+            repair_tables(config, "run-11", [ORDERS], repaired_here([]), slow).__next__()))
+        asked.result = []
+        asked.start()
+        deadline = time.monotonic() + 30
+        while not requests_of(config).pending(KIND, {"orders"}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        holder.release()  # the follow stops for a deploy; an ingest takes the table first
+        ingest = Holder(locks_folder(config), "ingest")
+        asked.join(timeout=30)
     finally:
         holder.release()
-    assert result.status == RunStatus.ERROR and "stopped following it after an error" in result.message
+        if ingest is not None:
+            ingest.release()
+    (result,) = asked.result
+    assert result.status == RunStatus.ERROR and "(pid" in result.message and "ingest" in result.message
+    assert list((config.target_dir / "requests").iterdir()) == []  # no request left for a later follow
+
+
+def test_an_unnamed_holder_is_looked_at_again_not_taken_for_an_ingest(config):
+    folder = locks_folder(config)
+    folder.mkdir(parents=True)
+    holder = Holder(folder, "follow")
+    (folder / "orders.lock").write_text("")  # as in the instant between a holder's lock and its name
+    threading.Timer(0.3, holder.release).start()
+    calls: list = []
+    try:
+        (result,) = repair_tables(config, "run-12", [ORDERS], repaired_here(calls), FAST)
+    finally:
+        holder.release()
+    assert calls == [("orders", "run-12")] and result.status == RunStatus.SUCCESS
 
 
 def test_requests_hand_over_once_and_a_withdrawn_one_is_not_served(tmp_path):

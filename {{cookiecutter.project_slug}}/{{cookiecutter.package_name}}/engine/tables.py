@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,10 +171,13 @@ def discover(package: ModuleType) -> dict[str, TableSpec]:
             continue
         module = _import_table_module(package, info)
         spec = getattr(module, "TABLE", None)
-        if not isinstance(spec, TableSpec):
-            raise ConfigError(f"{module.__name__} defines no TABLE = TableSpec(...)")
-        if spec.name in specs:
-            raise ConfigError(f"two table modules are both named {spec.name!r}")
+        problem = (f"{module.__name__} defines no TABLE = TableSpec(...)" if not isinstance(spec, TableSpec) else
+                   f"two table modules are both named {spec.name!r}" if spec.name in specs else None)
+        if problem is not None:
+            # Forgotten, so that a later look (follow's) imports the file again once it is fixed.
+            sys.modules.pop(module.__name__, None)
+            raise ConfigError(problem)
+        assert isinstance(spec, TableSpec)
         specs[spec.name] = spec
     return specs
 

@@ -9,8 +9,12 @@ stand), by reading it with the engine's own decoder:
   file whose list precedes the GTID is read, up to that transaction.
 - ``timestamp``: the end of the last transaction the binlog dates before that time. Binlog
   times are whole seconds, so the comparison is at the second: a transaction in the same second
-  as the time is read (read once more rather than missed). Only the files from the newest one
-  whose first transaction is older than the time are read.
+  as the time is read (read once more rather than missed). Reading starts one file before the
+  newest one whose first transaction is older than the time: binlog dates mostly grow with the
+  files, but not strictly (a session's ``SET timestamp``, a replicated master's clock), and the
+  margin makes a slightly earlier start, never a later one.
+
+Both assume what MariaDB keeps by default: GTID sequence numbers grow within a domain.
 
 Both refuse, with one line naming the setting, what the binlog no longer holds: a GTID in
 purged files, or a time before the oldest binlog once older ones were purged.
@@ -76,7 +80,9 @@ def at_time(conn: pymysql.connections.Connection, read: Reader, epoch_s: float, 
     second = math.floor(epoch_s)
     files = list(binlog_sizes(conn))
     head = current_position(conn)
-    start = next((f for f in reversed(files) if _first_dated_before(read, f, head, second)), None)
+    newest = next((i for i in range(len(files) - 1, -1, -1) if _first_dated_before(read, files[i], head, second)),
+                  None)
+    start = files[max(newest - 1, 0)] if newest is not None else None
     if start is None:
         # Every binlog the source holds is from the time or later: complete only when none was purged.
         if logged_before(conn, files[0]) != {}:

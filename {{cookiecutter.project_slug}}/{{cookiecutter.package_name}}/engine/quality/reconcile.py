@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 
 from ..source.connection import literal_percent, qualified, query, query_keys, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
-from ..source.typemap import select_converter, spark_type
+from ..source.typemap import select_converter, select_expression, spark_type
 from .fingerprint import (
     INTEGER_TYPES,
     SEPARATOR,
@@ -282,7 +282,7 @@ def _source_bucket_rows(conn: pymysql.connections.Connection, side: SourceSide,
     if not buckets:
         return found
     where, args = side.bucketing.sql_predicate(buckets)
-    shown = ", ".join(quote_ident(k) for k in schema.key)
+    shown = ", ".join(select_expression(c) for c in schema.key_columns)  # a FLOAT widened: exact
     selected = literal_percent(f"SELECT {side.bucketing.sql()}, {_sql_key_id(schema.key_columns)}, "
                                f"{sql_row_hash(schema.columns)}, {shown} FROM {qualified(schema.schema, schema.table)}")
     convert = [select_converter(c) for c in schema.key_columns]

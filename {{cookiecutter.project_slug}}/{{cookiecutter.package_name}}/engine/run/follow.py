@@ -129,11 +129,10 @@ class Follower:
 
     def __init__(self, pipeline: Pipeline, specs: Sequence[TableSpec], source: SourceLink,
                  stop: threading.Event, options: FollowOptions | None = None,
-                 serve: Callable[[Sequence[TableSpec], Mapping[str, TableSpec]], None] | None = None,
+                 serve: Callable[[Mapping[str, TableSpec]], None] | None = None,
                  discover: Callable[[Collection[str]], Sequence[TableSpec]] | None = None):
-        """``serve(active, known)``: other runs' requests, for the tables followed and all the
-        tables this loop was given (see ``run.repairs``). ``discover(known names)``: tables added
-        since, locked for this run."""
+        """``serve(known)``: other runs' requests for the tables this run holds (see
+        ``run.repairs``). ``discover(known names)``: tables added since, locked for this run."""
         self._pipeline = pipeline
         self._serve = serve
         self._discover = discover
@@ -190,7 +189,12 @@ class Follower:
         if self._discover is None or now - self._discovered_at < self._options.discover_s:
             return
         self._discovered_at = now
-        for spec in self._discover(set(self._known)):
+        try:
+            added = self._discover(set(self._known))
+        except Exception:  # looking for new tables must never stop the capture of the others
+            log.exception("follow: looking for tables added to the project failed; following the same tables")
+            return
+        for spec in added:
             self._known[spec.name] = spec
             self._active.append(spec)
             self._results[spec.name] = TableResult(spec.name)
@@ -202,7 +206,7 @@ class Follower:
         if self._serve is None:
             return
         try:
-            self._serve(list(self._active), dict(self._known))
+            self._serve(dict(self._known))
         except Exception:  # serving another run's request must never stop the capture
             log.exception("follow: serving a request of another run failed; following goes on")
 
@@ -326,7 +330,7 @@ class NewTables:
                 continue
             try:
                 self._claim(spec)
-            except IngestError as exc:
+            except (IngestError, OSError) as exc:
                 self._report(f"table {spec.name} is not followed yet: {exc}")
                 continue
             added.append(spec)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
+UNKNOWN_HOLDER = "?"  # a lock file read in the instant between its holder's lock and its name
+
 
 class TableBusy(ConfigError):
     """Another run holds the table's lock."""
@@ -43,8 +45,8 @@ def table_locks(folder: Path, tables: Sequence[str], command: str = "ingest") ->
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.seek(0)
-                pid, _, held_for = (handle.read().strip() or "?").partition(" ")
-                raise TableBusy(table, pid, held_for or "?") from None
+                pid, _, held_for = (handle.read().strip() or UNKNOWN_HOLDER).partition(" ")
+                raise TableBusy(table, pid, held_for or UNKNOWN_HOLDER) from None
             handle.seek(0)
             handle.truncate()
             handle.write(f"{os.getpid()} {command}")

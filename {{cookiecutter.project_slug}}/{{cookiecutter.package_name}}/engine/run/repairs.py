@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..config.project import ProjectConfig
 from ..quality.repair import RepairResult, repair_or_error
 from ..tables import TableSpec
-from .locks import TableBusy, table_locks
+from .locks import UNKNOWN_HOLDER, TableBusy, table_locks
 from .requests import Request, Requests
 from .results import RunStatus
 
@@ -44,26 +44,22 @@ Repair = Callable[[TableSpec, str], RepairResult]  # repairs a table for a run i
 
 class RepairServer:
     """Serves the repair requests for a follow's tables; called by the follow between cycles with
-    the tables it still follows and every table it holds (``known``). ``repair`` runs on the
-    follow's own Spark session and pipeline."""
+    every table it holds (``known``). ``repair`` runs on the follow's own Spark session and
+    pipeline."""
 
     def __init__(self, requests: Requests, repair: Repair):
         self._requests = requests
         self._repair = repair
 
-    def __call__(self, active: Sequence[TableSpec], known: Mapping[str, TableSpec]) -> None:
-        following = {s.name for s in active}
+    def __call__(self, known: Mapping[str, TableSpec]) -> None:
         for request in self._requests.pending(KIND, known):
             if not self._requests.take(request):
                 continue  # withdrawn by its requester meanwhile
-            if request.table in following:
-                log.info("follow: repairing %s, as run %s asked", request.table, request.id)
-                result = self._repair(known[request.table], request.id)
-                log.info("follow: repair of %s: %s", request.table, result.message or result.after)
-            else:
-                result = RepairResult(request.table, RunStatus.ERROR, category="configuration", message=(
-                    f"table {request.table}: the follow holding it stopped following it after an error (see "
-                    f"target/lakehouse.log); stop that follow, then run `make repair TABLE={request.table}`"))
+            # Also a table no longer followed (failed, or snapshot-only and copied): its lock is
+            # still this run's; a failed table's repair fails with its error, which is the answer.
+            log.info("follow: repairing %s, as run %s asked", request.table, request.id)
+            result = self._repair(known[request.table], request.id)
+            log.info("follow: repair of %s: %s", request.table, result.message or result.after)
             self._requests.answer(request, result.as_dict())
 
 
@@ -94,32 +90,39 @@ def repair_tables(config: ProjectConfig, run_id: str, specs: Sequence[TableSpec]
 def _repair(config: ProjectConfig, run_id: str, spec: TableSpec, repair: Repair, waiting: Waiting) -> RepairResult:
     requests = requests_of(config)
     request: Request | None = None
-    deadline = time.monotonic() + waiting.wait_s
-    while True:
-        if request is not None and (answer := requests.answer_to(request)) is not None:
-            return RepairResult.from_dict(answer)
-        try:
-            with table_locks(locks_folder(config), [spec.name], KIND):
-                if request is not None:  # the follow stopped without answering: done here
-                    requests.forget(request)
-                    log.info("%s: the follow stopped before repairing it; repairing it here", spec.name)
-                return repair(spec, run_id)
-        except TableBusy as busy:
-            if busy.command != "follow":
-                return RepairResult(spec.name, RunStatus.ERROR, message=str(busy), category=busy.category)
-            if request is None:
-                request = requests.ask(spec.name, KIND, run_id)
-                log.info("%s: followed by run pid %s; asked it to repair the table between two cycles "
-                         "(waiting at most %.0f s)", spec.name, busy.pid, waiting.wait_s)
-            elif time.monotonic() >= deadline:
-                return _gave_up(requests, request, busy, waiting.wait_s)
-        time.sleep(waiting.poll_s)
+    try:
+        deadline = time.monotonic() + waiting.wait_s
+        while True:
+            if request is not None and (answer := requests.answer_to(request)) is not None:
+                request = None  # answered: nothing left to take back
+                return RepairResult.from_dict(answer)
+            try:
+                with table_locks(locks_folder(config), [spec.name], KIND):
+                    if request is not None:  # the follow stopped without answering: done here
+                        requests.forget(request)
+                        request = None
+                        log.info("%s: the follow stopped before repairing it; repairing it here", spec.name)
+                    return repair(spec, run_id)
+            except TableBusy as busy:
+                if busy.command not in ("follow", UNKNOWN_HOLDER):
+                    return RepairResult(spec.name, RunStatus.ERROR, message=str(busy), category=busy.category)
+                if time.monotonic() >= deadline:
+                    return _gave_up(requests, request, busy, waiting.wait_s)
+                if request is None and busy.command == "follow":
+                    request = requests.ask(spec.name, KIND, run_id)
+                    log.info("%s: followed by run pid %s; asked it to repair the table between two cycles "
+                             "(waiting at most %.0f s)", spec.name, busy.pid, waiting.wait_s)
+                # UNKNOWN_HOLDER: the holder took the lock and is about to name itself; look again.
+            time.sleep(waiting.poll_s)
+    finally:
+        if request is not None:  # never leave a request for a later follow to serve for nobody
+            requests.withdraw(request)
 
 
-def _gave_up(requests: Requests, request: Request, busy: TableBusy, wait_s: float) -> RepairResult:
-    started = not requests.withdraw(request)
+def _gave_up(requests: Requests, request: Request | None, busy: TableBusy, wait_s: float) -> RepairResult:
+    started = request is not None and not requests.withdraw(request)
     doing = ("is still repairing it; its outcome will be in target/lakehouse.log" if started else
              "did not start the repair (a long cycle?); run `make repair` again later, or stop the follow first")
-    return RepairResult(request.table, RunStatus.ERROR, category="configuration", message=(
-        f"table {request.table}: no answer within {wait_s:.0f} s from the follow holding it "
+    return RepairResult(busy.table or "?", RunStatus.ERROR, category="configuration", message=(
+        f"table {busy.table}: no answer within {wait_s:.0f} s from the follow holding it "
         f"(pid {busy.pid}), which {doing}"))

@@ -59,9 +59,13 @@ class Requests:
         found = []
         for path in self.folder.glob(f"*.{kind}.*.{REQUEST}"):
             table, _, rest = path.name.partition(f".{kind}.")
-            if table in tables:
-                found.append((path.stat().st_mtime_ns, Request(self.folder, table, kind,
-                                                                rest.removesuffix(f".{REQUEST}"))))
+            if table not in tables:
+                continue
+            try:
+                asked_at = path.stat().st_mtime_ns
+            except FileNotFoundError:  # withdrawn since the listing
+                continue
+            found.append((asked_at, Request(self.folder, table, kind, rest.removesuffix(f".{REQUEST}"))))
         return [request for _, request in sorted(found, key=lambda pair: (pair[0], pair[1].path(REQUEST).name))]
 
     def take(self, request: Request) -> bool:
