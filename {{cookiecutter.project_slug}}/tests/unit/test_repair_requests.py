@@ -14,12 +14,11 @@ import pytest
 
 from {{ cookiecutter.package_name }}.engine.config.project import load_project
 from {{ cookiecutter.package_name }}.engine.quality.repair import RepairResult
-from {{ cookiecutter.package_name }}.engine.run.locks import TableBusy, table_locks
+from {{ cookiecutter.package_name }}.engine.run.locks import TableBusy, locks_folder, table_locks
 from {{ cookiecutter.package_name }}.engine.run.repairs import (
     KIND,
     RepairServer,
     Waiting,
-    locks_folder,
     repair_tables,
     requests_of,
 )

@@ -396,11 +396,11 @@ def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = Fa
 
 
 def cmd_ingest(args, config, package, invocation, started) -> int:
-    from .locks import table_locks
+    from .locks import locks_folder, table_locks
     from .pipeline import TablesFailed
 
     specs = _specs(args, package)
-    with table_locks(config.target_dir / "locks", [s.name for s in specs]):
+    with table_locks(locks_folder(config), [s.name for s in specs]):
         _, pipeline = _pipeline(config, invocation)
         try:
             results = pipeline.ingest(specs, full_refresh=args.full_refresh)
@@ -416,12 +416,12 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
 def cmd_follow(args, config, package, invocation, started) -> int:
     from ..cdc import capture
     from .follow import Follower, FollowOptions, NewTables, SourceLink, stop_requests
-    from .locks import table_locks
+    from .locks import locks_folder, table_locks
     from .repairs import RepairServer, repair_here, requests_of
 
     specs = _specs(args, package)
     options = FollowOptions(interval_s=args.interval, max_cycles=args.max_cycles, max_seconds=args.max_seconds)
-    locks = config.target_dir / "locks"
+    locks = locks_folder(config)
     with table_locks(locks, [s.name for s in specs], "follow"), ExitStack() as added_later:
         _, pipeline = _pipeline(config, invocation, long_running=True)
         serve = RepairServer(requests_of(config), repair_here(config, lambda: pipeline))
@@ -549,7 +549,7 @@ def _print_repair(result) -> None:
 def cmd_rebuild(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import silver
-    from .locks import table_locks
+    from .locks import locks_folder, table_locks
 
     specs = _specs(args, package)
     spark = _lake_spark(config)
@@ -557,7 +557,7 @@ def cmd_rebuild(args, config, package, invocation, started) -> int:
     for spec in specs:
         result = MaintenanceResult(spec.name)
         try:
-            with table_locks(config.target_dir / "locks", [spec.name], "rebuild"):
+            with table_locks(locks_folder(config), [spec.name], "rebuild"):
                 key = _lake_key(spark, config, spec)
                 batch = silver.rebuild(spark, bronze_path=config.table_path(Layer.BRONZE, spec.name),
                                        silver_path=config.table_path(Layer.SILVER, spec.name), key=key,
@@ -591,7 +591,7 @@ def _lake_key(spark, config: ProjectConfig, spec) -> tuple[str, ...]:
 def cmd_maintain(args, config, package, invocation, started) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import bronze, maintenance
-    from .locks import table_locks
+    from .locks import locks_folder, table_locks
 
     options = maintenance.MaintenanceOptions(vacuum=not args.no_vacuum, retain_hours=args.retain_hours)
     specs = _specs(args, package)
@@ -601,7 +601,7 @@ def cmd_maintain(args, config, package, invocation, started) -> int:
         result = MaintenanceResult(spec.name)
         try:
             # The ingest lock: a MERGE reading files a compaction removes would fail.
-            with table_locks(config.target_dir / "locks", [spec.name], "maintain"):
+            with table_locks(locks_folder(config), [spec.name], "maintain"):
                 for layer in maintenance.LAYERS:
                     path = config.table_path(layer, spec.name)
                     if bronze.exists(spark, path):

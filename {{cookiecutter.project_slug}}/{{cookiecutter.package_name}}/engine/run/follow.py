@@ -17,8 +17,8 @@ would only repeat its error); the others go on. A cycle that fails as a whole be
 does not answer is retried with the pipeline's backoff; after the last attempt its error ends
 the run, as it would end an ``ingest``.
 
-Requests: before each cycle the loop calls ``serve`` with the tables it still follows, which
-does what other runs asked of them (``run.repairs``: a repair of a followed table); the cycle
+Requests: before each cycle the loop calls ``serve`` with every table this run holds, which
+does what other runs asked of them (``run.repairs``: a repair of a held table); the cycle
 after it picks up where the table then stands.
 
 Tables added meanwhile: every ``discover_s`` the loop asks ``discover`` for tables added to the

@@ -15,9 +15,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from ..config.project import ProjectConfig
 from ..errors import ConfigError
 
 UNKNOWN_HOLDER = "?"  # a lock file read in the instant between its holder's lock and its name
+
+
+def locks_folder(config: ProjectConfig) -> Path:
+    """Where a project's table locks live."""
+    return config.target_dir / "locks"
 
 
 class TableBusy(ConfigError):

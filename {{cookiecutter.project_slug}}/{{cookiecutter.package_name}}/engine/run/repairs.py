@@ -13,13 +13,12 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config.project import ProjectConfig
 from ..quality.repair import RepairResult, repair_or_error
 from ..tables import TableSpec
-from .locks import UNKNOWN_HOLDER, TableBusy, table_locks
+from .locks import UNKNOWN_HOLDER, TableBusy, locks_folder, table_locks
 from .requests import Request, Requests
 from .results import RunStatus
 
@@ -29,10 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND = "repair"
-
-
-def locks_folder(config: ProjectConfig) -> Path:
-    return config.target_dir / "locks"
 
 
 def requests_of(config: ProjectConfig) -> Requests:
