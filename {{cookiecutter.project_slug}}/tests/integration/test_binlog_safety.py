@@ -68,23 +68,39 @@ def test_table_ids_reused_after_a_server_restart_never_route_rows_to_the_wrong_t
 
 @pytest.mark.parametrize(
     "ddl",
+    ["TRUNCATE TABLE {db}.customers", "ALTER TABLE {db}.customers ADD COLUMN nick VARCHAR(20)"],
+    ids=["truncate", "alter"],
+)
+def test_ddl_on_a_watched_table_from_another_default_database_is_applied_there(spark, config, mariadb, ddl):
+    db = config.source.database
+    Pipeline(config, spark, "run-1").ingest(_specs("customers"))
+    run_source_sql(mariadb, db, "UPDATE customers SET tier = 'gold' WHERE customer_id = 3;")
+    # USE another database, then change the watched table by its qualified name.
+    _root(mariadb, ddl.format(db=db) + f";\nUPDATE {db}.customers SET tier = 'silver' WHERE customer_id = 4",
+          database="mysql")
+    (result,) = Pipeline(config, spark, "run-2").ingest(_specs("customers"))
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+
+
+@pytest.mark.parametrize(
+    "ddl",
     [
-        "TRUNCATE TABLE {db}.customers",
-        "ALTER TABLE {db}.customers ADD COLUMN nick VARCHAR(20)",
         # Same columns, no rows: only the DDL event tells that every row is gone.
         "CREATE TABLE {db}.twin LIKE {db}.customers; CREATE OR REPLACE TABLE {db}.customers LIKE {db}.twin",
+        "ALTER TABLE {db}.customers ADD COLUMN nick VARCHAR(20)",
     ],
-    ids=["truncate", "alter", "create-or-replace"],
+    ids=["create-or-replace", "alter-with-stop-policy"],
 )
 def test_ddl_on_a_watched_table_from_another_default_database_stops_the_table(spark, config, mariadb, ddl):
     db = config.source.database
-    Pipeline(config, spark, "run-1").ingest(_specs("customers"))
+    specs = [TableSpec("customers", "customers", on_schema_change="stop" if "ALTER" in ddl else "evolve")]
+    Pipeline(config, spark, "run-1").ingest(specs)
     before = _silver_count(spark, config, "customers")
     run_source_sql(mariadb, db, "UPDATE customers SET tier = 'gold' WHERE customer_id = 3;")
-    # USE another database, then change the watched table by its qualified name.
     _root(mariadb, ddl.format(db=db).replace("; ", ";\n"), database="mysql")
     with pytest.raises(TablesFailed) as excinfo:
-        Pipeline(config, spark, "run-2").ingest(_specs("customers"))
+        Pipeline(config, spark, "run-2").ingest(specs)
     message = _failure(excinfo, "customers")
     assert "schema change" in message and "make ingest TABLE=customers FULL_REFRESH=1" in message
     assert _silver_count(spark, config, "customers") == before

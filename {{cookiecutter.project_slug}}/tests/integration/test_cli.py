@@ -253,7 +253,7 @@ def test_one_failed_table_is_recorded_alone_and_the_run_exits_1(config, mariadb)
     assert first.returncode == 0, first.stderr
     run_source_sql(mariadb, config.source.database, """
         UPDATE products SET stock = stock + 1 WHERE price > 10;
-        TRUNCATE TABLE customers;
+        ALTER TABLE customers DROP PRIMARY KEY, ADD PRIMARY KEY (customer_id, email);
     """)
     done = cli(config, "ingest", "--select", "customers", "products")
     assert done.returncode == 1, done.stderr

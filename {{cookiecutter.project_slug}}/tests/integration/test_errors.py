@@ -80,18 +80,19 @@ def test_a_user_without_replication_grants_fails_preflight(config, mariadb):
     assert refused.value.setting == "REPLICATION SLAVE"
 
 
-def _customers() -> list[TableSpec]:
-    return [TableSpec("customers", "customers")]
+def _customers(on_schema_change: str = "evolve") -> list[TableSpec]:
+    return [TableSpec("customers", "customers", on_schema_change=on_schema_change)]
 
 
 @pytest.mark.parametrize("ddl", ["ALTER TABLE customers ADD COLUMN nick VARCHAR(20)", "TRUNCATE TABLE customers"])
-def test_a_schema_change_stops_the_table_with_the_re_snapshot_command(spark, config, mariadb, ddl):
-    Pipeline(config, spark, "run-1").ingest(_customers())
+def test_a_schema_change_under_the_stop_policy_stops_the_table_with_the_re_snapshot_command(
+        spark, config, mariadb, ddl):
+    Pipeline(config, spark, "run-1").ingest(_customers("stop"))
     before = spark.read.format("delta").load(config.table_path("silver", "customers")).count()
     change = "UPDATE customers SET tier = 'gold' WHERE customer_id = 3"
     run_source_sql(mariadb, config.source.database, f"{change};\n{ddl};")
     with pytest.raises(FatalError, match="schema change.*TABLE=customers FULL_REFRESH=1"):
-        Pipeline(config, spark, "run-2").ingest(_customers())
+        Pipeline(config, spark, "run-2").ingest(_customers("stop"))
     assert spark.read.format("delta").load(config.table_path("silver", "customers")).count() == before
 
 

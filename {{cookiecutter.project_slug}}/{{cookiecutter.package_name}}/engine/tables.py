@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .config.project import Delivery, Startup
+from .config.project import Delivery, SchemaPolicy, Startup
 from .errors import ConfigError
 from .state.positions import BinlogPosition, parse_gtid
 
@@ -58,6 +58,10 @@ class TableSpec:
     # (maintain's OPTIMIZE clusters by them): see sink/layout.py.
     change_data_feed: bool = False
     cluster_by: tuple[str, ...] = ()
+    # A DDL changing the source table: "evolve" applies it to bronze and silver at its binlog
+    # position (ADD/DROP/RENAME/widening MODIFY COLUMN, TRUNCATE; anything it cannot apply
+    # exactly stops the table), "stop" stops the table, "ignore" keeps the lake's columns.
+    on_schema_change: SchemaPolicy | str = SchemaPolicy.EVOLVE
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
@@ -69,6 +73,8 @@ class TableSpec:
         if self.delivery is not None:
             delivery = Delivery.parse(self.delivery, f"{where}: delivery", "delivery", self.name)
             object.__setattr__(self, "delivery", delivery)
+        object.__setattr__(self, "on_schema_change", SchemaPolicy.parse(
+            self.on_schema_change, f"{where}: on_schema_change", "on_schema_change", self.name))
         startup = Startup.parse(self.startup, f"{where}: startup", "startup", self.name)
         object.__setattr__(self, "startup", startup)
         for mode, setting, example in START_SETTINGS:

@@ -243,7 +243,7 @@ class BinlogSource:
                     "set binlog_format=ROW for every session writing to it (SET GLOBAL, and no "
                     "SET SESSION binlog_format)", end))
         elif statement.kind is Kind.DDL:
-            tx.schema_changes.extend(SchemaChange(table, sql[:200], end) for _, table in affected)
+            tx.schema_changes.extend(SchemaChange(table, sql, end) for _, table in affected)
         return tx.standalone or statement.ends_transaction
 
     def _rows(self, event: Any, end: BinlogPosition, tx: _Pending) -> None:

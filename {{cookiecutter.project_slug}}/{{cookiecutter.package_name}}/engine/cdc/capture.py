@@ -1,7 +1,9 @@
 """The binlog phase: one reader for every selected table, committed per table to bronze.
 
-Each table keeps its own position. A table whose changes cannot be known (DDL, statement-logged
-DML, incomplete row images, a column mismatch, a failed commit) is stopped on its own: its
+Each table keeps its own position. A DDL is applied to the table's bronze at its exact position
+(``cdc.evolution``, ``sink.evolve``), or, per the table's ``on_schema_change``, stops it or is
+ignored. A table whose changes cannot be known (a DDL that cannot be applied exactly,
+statement-logged DML, incomplete row images, a column mismatch, a failed commit) is stopped on its own: its
 buffered rows are dropped uncommitted, so its checkpoint stays at the last good commit, and the
 other tables go on. A lost connection is retried with backoff from the last transaction read.
 """
@@ -13,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import pyarrow as pa
@@ -21,20 +23,22 @@ import pymysql
 from pyspark.sql import SparkSession
 
 from ..config.defaults import DEFAULTS
-from ..config.project import Delivery, Layer, ProjectConfig
+from ..config.project import Delivery, Layer, ProjectConfig, SchemaPolicy
 from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
-from ..sink import bronze
+from ..sink import bronze, evolve
 from ..sink.silver import LOCAL_BATCH_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys
+from ..source import ddl as ddl_text
 from ..source.connection import binlog_sizes, query
-from ..source.introspect import TableSchema
-from ..source.typemap import row_converter, spark_schema
+from ..source.introspect import TableSchema, describe_table
+from ..source.typemap import described_schema, row_converter, spark_schema
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition, bytes_behind, sequence
 from ..tables import TableSpec
-from .binlog import BinlogSource, RowChange, Transaction
+from .binlog import BinlogSource, RowChange, SchemaChange, Transaction
+from .evolution import plan
 from .prefetch import ProcessPrefetcher
 
 log = logging.getLogger(__name__)
@@ -75,6 +79,8 @@ class TableCapture:
     # The bronze batches committed by this catch-up, as written, while they add up to at most
     # silver.LOCAL_BATCH_ROWS rows: silver then merges them without reading bronze back.
     recent: dict[int, pa.Table] = field(default_factory=dict)
+    # on_schema_change='ignore' after a DDL: rows are cut to the lake's columns (missing: NULL).
+    project: bool = False
 
 
 def table_stopped(table: str, detail: str, position: BinlogPosition | None = None) -> FatalError:
@@ -86,7 +92,7 @@ def table_stopped(table: str, detail: str, position: BinlogPosition | None = Non
 
 
 def schema_changed(table: str, detail: str, position: BinlogPosition | None = None) -> FatalError:
-    return table_stopped(table, f"schema change ({detail}) is not supported yet", position)
+    return table_stopped(table, f"schema change ({detail}) cannot be applied", position)
 
 
 def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
@@ -191,6 +197,8 @@ class CatchUp:
         started = time.monotonic()
         try:
             for transaction in self._transactions(source, start, stop):
+                if transaction.schema_changes:
+                    self._schema_changes(conn, transaction, by_source, position)
                 routed = self._route(transaction, by_source)
                 buffered += routed
                 read_rows += routed
@@ -237,12 +245,74 @@ class CatchUp:
                             self.retry.attempts - 1, position, pause)
                 time.sleep(pause)
 
+    def _schema_changes(self, conn: pymysql.connections.Connection, transaction: Transaction,
+                        by_source: dict[str, TableCapture], before: BinlogPosition) -> None:
+        """Apply a DDL to each captured table it changes, after committing that table's rows up
+        to ``before`` (the end of the previous transaction)."""
+        for change in transaction.schema_changes:
+            capture = by_source.get(change.table)
+            if capture is None or capture.failure is not None or transaction.end <= capture.start:
+                continue
+            try:
+                self._schema_change(conn, capture, change, transaction, before)
+            except Exception as exc:  # this table stops; the others go on
+                self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
+
+    def _schema_change(self, conn: pymysql.connections.Connection, capture: TableCapture, change: SchemaChange,
+                       transaction: Transaction, before: BinlogPosition) -> None:
+        name = capture.spec.name
+        what = f"{change.statement[:200]!r} at {change.position}"
+        policy = capture.spec.on_schema_change
+        if policy is SchemaPolicy.STOP:
+            raise table_stopped(name, f"schema change {what} (the table module sets on_schema_change='stop')",
+                                change.position)
+        if policy is SchemaPolicy.IGNORE:
+            log.warning("%s: schema change %s ignored (on_schema_change='ignore'): the lake keeps its columns, "
+                        "a column the source added is left out, one it removed is NULL from now on", name, what)
+            capture.project = True
+            return
+        if capture.locator is not None:
+            raise schema_changed(name, f"{what}, while the snapshot's chunks were read: some hold rows from "
+                                 "before it, some from after", change.position)
+        parsed = ddl_text.parse(change.statement)
+        path = self.config.table_path(Layer.BRONZE, name)
+        if parsed.truncate:
+            self._commit_before(capture, before)
+            checkpoint = self._ddl_checkpoint(capture, change, transaction)
+            evolve.truncate_bronze(self.spark, path, capture.schema.key, checkpoint, transaction.end,
+                                   transaction.timestamp or 0, self.run_id)
+            log.info("%s: TRUNCATE at %s recorded (silver is emptied there)", name, change.position)
+        else:
+            now = describe_table(conn, self.config.source.database, capture.schema.table, capture.spec.key)
+            evolution = plan(capture.schema, parsed, now)
+            if isinstance(evolution, str):
+                raise schema_changed(name, f"{what}: {evolution}", change.position)
+            if not evolution.changes:
+                log.info("%s: schema change %s changes no column", name, what)
+                return
+            self._commit_before(capture, before)
+            checkpoint = replace(self._ddl_checkpoint(capture, change, transaction),
+                                 schema_changes=evolution.changes)
+            evolve.evolve_bronze(self.spark, path, evolution.changes, described_schema(evolution.schema), checkpoint)
+            capture.schema = evolution.schema
+            capture.convert = row_converter(evolution.schema, "binlog")
+            log.info("%s: schema change %s applied to bronze (%s)", name, what,
+                     ", ".join(f"{c.kind.value} {c.column}" for c in evolution.changes))
+        capture.checkpoint = checkpoint
+        capture.start = transaction.end
+        capture.recent.clear()  # silver reads bronze from here on: its batches changed shape
+
+    def _commit_before(self, capture: TableCapture, before: BinlogPosition) -> None:
+        if capture.rows:
+            self._flush({capture.schema.table: capture}, before)
+            if capture.failure is not None:
+                raise capture.failure
+
+    def _ddl_checkpoint(self, capture: TableCapture, change: SchemaChange, transaction: Transaction) -> Checkpoint:
+        return replace(capture.checkpoint.advanced_to(transaction.end, self.run_id, gtid=transaction.gtid),
+                       ddl=change.statement[:200])
+
     def _route(self, transaction: Transaction, by_source: dict[str, TableCapture]) -> int:
-        for ddl in transaction.schema_changes:
-            capture = by_source.get(ddl.table)
-            if capture is not None and capture.failure is None and transaction.end > capture.start:
-                self._fail(capture, schema_changed(capture.spec.name, f"{ddl.statement!r} at {ddl.position}",
-                                                          ddl.position))
         for problem in transaction.problems:
             capture = by_source.get(problem.table)
             if capture is not None and capture.failure is None and problem.position > capture.start:
@@ -266,6 +336,8 @@ class CatchUp:
         return added
 
     def _bronze_row(self, capture: TableCapture, change: RowChange) -> tuple:
+        if capture.project:
+            change = replace(change, values={n: change.values.get(n) for n in capture.schema.column_names})
         if len(change.values) != len(capture.schema.columns) or any(
             name not in change.values for name in capture.schema.column_names
         ):

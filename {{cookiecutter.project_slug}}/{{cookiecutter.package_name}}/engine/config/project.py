@@ -55,6 +55,14 @@ class Startup(Mode):
     SNAPSHOT = "snapshot"  # the snapshot only: copied once (consistent at its end), never followed
 
 
+class SchemaPolicy(Mode):
+    """What a table's capture does with a DDL that changes it (a table module's ``on_schema_change``)."""
+
+    EVOLVE = "evolve"  # apply it to bronze and silver at its position; stop when that cannot be exact
+    STOP = "stop"  # stop the table with the command that re-snapshots it
+    IGNORE = "ignore"  # log a warning; the lake keeps its columns (new ones left out, gone ones NULL)
+
+
 class Layer(StrEnum):
     BRONZE = "bronze"  # the changelog: every change, appended
     SILVER = "silver"  # the current state: MERGE on the key

@@ -133,7 +133,7 @@ def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, tabl
     for transaction in transactions:
         mine = [c for c in transaction.changes if c.table == table]
         problems = [p.reason for p in transaction.problems if p.table == table]
-        problems += [f"schema change {c.statement!r}" for c in transaction.schema_changes if c.table == table]
+        problems += [f"schema change {c.statement[:200]!r}" for c in transaction.schema_changes if c.table == table]
         if silver.position < transaction.end <= silver.window_end and (mine or problems):
             raise NotComparable(
                 f"table {table}: changed at {transaction.end}, inside its snapshot's watermark window "

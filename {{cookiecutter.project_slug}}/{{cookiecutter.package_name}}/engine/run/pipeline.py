@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from ..cdc import startpoints
 from ..cdc.binlog import BinlogSource
@@ -30,7 +31,7 @@ from ..cdc.capture import (
     schema_changed,
     server_id,
 )
-from ..config.project import Layer, ProjectConfig
+from ..config.project import Layer, ProjectConfig, SchemaPolicy
 from ..errors import ConfigError, FatalError, IngestError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
@@ -41,7 +42,7 @@ from ..snapshot.reader import snapshot_batch
 from ..source.connection import check_on_source, connect, current_position
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
-from ..source.typemap import spark_schema
+from ..source.typemap import described_column, described_schema, spark_schema, spark_type
 from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
@@ -166,6 +167,9 @@ class Pipeline:
                         self._drop_lake_tables(table.spec.name)
                     table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
                                                       require_snapshot)
+                    if table.checkpoint.phase == Phase.BINLOG and table.spec.followed:
+                        table.schema = self._capture_schema(
+                            table.spec, table.schema, self.config.table_path(Layer.BRONZE, table.spec.name))
                 except Exception as exc:  # recorded against this table; the others go on
                     table.fail(exc, self.config.lake_root)
                 table.result.seconds += time.monotonic() - started
@@ -254,7 +258,7 @@ class Pipeline:
                 f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
                 f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name,
             )
-        else:
+        elif checkpoint.phase == Phase.SNAPSHOT:
             self._check_lake_schema(spec.name, schema, path)
         if checkpoint.phase != Phase.SNAPSHOT or checkpoint.snapshot is None:
             return checkpoint
@@ -288,9 +292,10 @@ class Pipeline:
     def _check_lake_schema(self, name: str, schema: TableSchema, path: str) -> None:
         """Stop before writing when the source table no longer has bronze's columns and types: a
         changed type would otherwise surface as a Delta merge error deep inside a write."""
-        lake = [f for f in self.spark.read.format("delta").load(path).schema.fields
-                if f.name not in bronze.META_COLUMNS]
+        lake = self._lake_fields(path)
         source = spark_schema(schema).fields
+        if {f.name: f.dataType for f in lake} == {f.name: f.dataType for f in source}:
+            return
         if [f.name for f in lake] != [f.name for f in source]:
             raise schema_changed(name, f"source columns {[f.name for f in source]} differ from bronze "
                                  f"columns {[f.name for f in lake]}")
@@ -300,6 +305,35 @@ class Pipeline:
                 raise schema_changed(name, f"column {now.name} is now {column.column_type} "
                                      f"({now.dataType.simpleString()}), bronze has {was.dataType.simpleString()}")
 
+    def _lake_fields(self, path: str) -> list[T.StructField]:
+        return [f for f in self.spark.read.format("delta").load(path).schema.fields
+                if f.name not in bronze.META_COLUMNS]
+
+    def _capture_schema(self, spec: TableSpec, source: TableSchema, path: str) -> TableSchema:
+        """The columns the binlog's rows have at the table's checkpoint: the source's, unless a DDL
+        the binlog has yet to deliver changed them since. Then they are bronze's, as recorded in its
+        schema (see ``typemap.described_schema``), and the catch-up evolves them at that DDL."""
+        lake = self._lake_fields(path)
+        if {f.name: f.dataType for f in lake} == {f.name: f.dataType for f in spark_schema(source).fields}:
+            return source
+        if spec.on_schema_change is SchemaPolicy.STOP:
+            self._check_lake_schema(spec.name, source, path)
+        by_name = {c.name: c for c in source.columns}
+        columns = []
+        for f in lake:
+            info = described_column(f)
+            if info is None and f.name in by_name and spark_type(by_name[f.name]) == f.dataType:
+                info = by_name[f.name]
+            if info is None:
+                self._check_lake_schema(spec.name, source, path)  # raises, naming the difference
+                raise schema_changed(spec.name, f"bronze column {f.name} is not on the source")
+            columns.append(info)
+        if not set(source.key) <= {c.name for c in columns}:
+            raise schema_changed(spec.name, f"key {source.key} is not among bronze's columns")
+        log.info("%s: bronze has columns %s, the source %s: the binlog's DDL since the checkpoint changes them",
+                 spec.name, [c.name for c in columns], list(source.column_names))
+        return replace(source, columns=tuple(columns))
+
     def _start_without_snapshot(self, conn: pymysql.connections.Connection, spec: TableSpec,
                                 schema: TableSchema, path: str) -> Checkpoint:
         """``startup`` other than initial: create bronze with one empty commit whose checkpoint
@@ -307,7 +341,7 @@ class Pipeline:
         position = self._start_position(conn, spec)
         gtid = spec.start_gtid.strip() if spec.start_gtid is not None else None
         checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position, gtid=gtid)
-        bronze.append_rows(self.spark, path, [], bronze.bronze_schema(spark_schema(schema)), checkpoint)
+        bronze.append_rows(self.spark, path, [], bronze.bronze_schema(described_schema(schema)), checkpoint)
         log.info("%s: no snapshot (startup %s): silver takes the changes after %s", spec.name,
                  spec.startup, position)
         return checkpoint

@@ -35,6 +35,7 @@ TABLE = TableSpec(
     key={key},  # None: the primary key; or a tuple of unique NOT NULL columns
     chunk_size=None,  # None: defaults.chunk_size in lakehouse_project.yml
     startup="initial",  # snapshot, then the binlog; or "snapshot", "latest", "position", "gtid", "timestamp"
+    on_schema_change="evolve",  # a DDL is applied to bronze and silver at its position; or "stop", "ignore"
     tags=(),
     transform=None,  # or a function DataFrame -> DataFrame run before the silver MERGE
     scd_type=1,  # 1: silver holds each key's newest row; 2: every version (_seq/_end_seq, _is_current)

@@ -57,8 +57,11 @@ def exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
-def append(df: DataFrame, path: str, checkpoint: Checkpoint) -> None:
+def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: bool = False,
+           merge_schema: bool = False) -> None:
     """Append rows and their checkpoint in one Delta commit (an empty frame still commits).
+    ``replace_all``: the frame replaces the whole table, schema included (a schema change that
+    rewrites rows); ``merge_schema``: the frame's new columns are added to the table.
 
     Raises ``ConcurrentRunError`` when another run committed this batch number first (Delta
     skipped our commit) or committed while ours was in flight (a Delta conflict): nothing of this
@@ -67,9 +70,13 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint) -> None:
     marker = checkpoint.to_json()
     app_id = f"bronze:{checkpoint.table}"
     try:
+        writer = df.write.format("delta")
+        if replace_all:
+            writer = writer.mode("overwrite").option("overwriteSchema", "true")
+        else:
+            writer = writer.mode("append").option("mergeSchema", str(merge_schema).lower())
         (
-            df.write.format("delta")
-            .mode("append")
+            writer
             .option("userMetadata", marker)
             .option("txnAppId", app_id)
             .option("txnVersion", checkpoint.batch)

@@ -49,7 +49,9 @@ from pyspark.sql import types as T
 from ..errors import ConcurrentRunError, ConfigError
 from ..ops import Op
 from ..source.connection import quote_ident
-from . import bronze, deltalog, history
+from ..state.checkpoint import Checkpoint
+from ..state.lakechange import LakeChange
+from . import bronze, deltalog, evolve, history
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Delta's idempotent DML: a MERGE whose version is not above the app id's last one is skipped.
@@ -102,7 +104,8 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
     writer = rows.write.format("delta").option("userMetadata", Commit("", checkpoint.batch, table).marker)
     try:
         if bronze.exists(spark, silver_path):
-            writer.mode("overwrite").save(silver_path)
+            # Bronze's columns may have changed since silver was made (a DDL replayed by rebuilding).
+            writer.mode("overwrite").option("overwriteSchema", "true").save(silver_path)
         else:
             writer.option(DELETION_VECTORS, "true").mode("errorifexists").save(silver_path)
     except (CapturedException, Py4JJavaError) as exc:
@@ -114,10 +117,33 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
 
 def applied_batch(spark: SparkSession, path: str) -> int:
     """The last bronze batch merged into silver; -1 when silver does not exist yet."""
+    return int(_marker(spark, path).get("bronze_batch", -1))
+
+
+def _marker(spark: SparkSession, path: str) -> dict[str, Any]:
+    """The newest silver commit's marker: ``bronze_batch`` (the last bronze batch merged) and,
+    after a schema change, ``schema_batch`` (the last bronze schema change replayed)."""
     for commit in deltalog.commits_back(spark, path):
         if commit.user_metadata is not None:  # not on table creation or maintenance commits
-            return int(json.loads(commit.user_metadata)["bronze_batch"])
-    return -1
+            return dict(json.loads(commit.user_metadata))
+    return {}
+
+
+def pending_schema_changes(spark: SparkSession, bronze_path: str, silver_path: str,
+                           upto: int) -> list[tuple[int, tuple[LakeChange, ...]]]:
+    """The bronze schema changes silver has yet to replay, oldest first: (batch, changes)."""
+    marker = _marker(spark, silver_path)
+    replayed = max(int(marker.get("bronze_batch", -1)), int(marker.get("schema_batch", -1)))
+    found = []
+    for commit in deltalog.commits_back(spark, bronze_path):
+        if commit.operation != "WRITE" or commit.user_metadata is None:
+            continue
+        checkpoint = Checkpoint.from_json(commit.user_metadata)
+        if checkpoint.batch <= replayed:
+            break
+        if checkpoint.batch <= upto and checkpoint.schema_changes:
+            found.append((checkpoint.batch, checkpoint.schema_changes))
+    return found[::-1]
 
 
 def latest_per_key(changes: DataFrame, key: Sequence[str]) -> DataFrame:
@@ -149,6 +175,19 @@ def apply(
     done = applied_batch(spark, silver_path)
     if done >= upto_batch:
         return 0
+    if deltalog.newest_version(spark, silver_path) >= 0:
+        replay = pending_schema_changes(spark, bronze_path, silver_path, upto_batch)
+        if replay and (scd_type != 1 or transform is not None):
+            # A transform's or history's columns follow from bronze's only through their code:
+            # silver is made anew from bronze, which already holds the changes.
+            return rebuild(spark, bronze_path=bronze_path, silver_path=silver_path, key=key,
+                           transform=transform, table=name, scd_type=scd_type) - done
+        if replay:
+            # Bronze's rows already have the new columns: silver takes them first, then merges.
+            marker = json.dumps({"bronze_batch": done, "schema_batch": replay[-1][0]})
+            evolve.evolve_silver(spark, silver_path, [c for _, changes in replay for c in changes],
+                                 SILVER_META, marker)
+            recent = None
     changes = bronze.read_batches(spark, bronze_path, done, upto_batch)
     columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
     commit = Commit(app_id=f"silver:{name}", batch=upto_batch, table=name)
@@ -166,6 +205,9 @@ def apply(
     if in_memory is None:
         in_memory = _collect_small(changes, LOCAL_BATCH_ROWS)
     if in_memory is not None:
+        # Batches are laid out in the source's column order; bronze's may differ (a column added
+        # by a DDL is last in bronze, wherever the source put it).
+        in_memory = in_memory.select(changes.columns)
         facts = arrow_facts(in_memory, key, changes.schema)
         changes = spark.createDataFrame(in_memory, schema=changes.schema)
     else:

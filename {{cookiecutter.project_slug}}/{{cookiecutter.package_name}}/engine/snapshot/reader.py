@@ -51,7 +51,7 @@ from ..source.connection import connection, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
 from ..source.resultset import TextResult
 from ..source.textcolumns import column_converter
-from ..source.typemap import select_list, spark_schema
+from ..source.typemap import described_schema, select_list, spark_schema
 from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition, sequence
 from .arrows import arrow_schema
@@ -235,7 +235,8 @@ def snapshot_batch(
     schema = bronze.bronze_schema(spark_schema(table))
     # A new bronze table is created while the tasks read: its first Delta operation costs the
     # JVM seconds of warm-up, which then overlap with the read instead of following it.
-    creating = Background(_create_table, spark, bronze_path, schema) if direct else None
+    creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
+                if direct else None)
     moved: list[Path] = []
     try:
         tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder), seed)
@@ -401,4 +402,4 @@ def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
 
 
 def _nullable(schema: T.StructType) -> T.StructType:
-    return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
+    return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])

@@ -84,6 +84,31 @@ def spark_schema(table: TableSchema) -> T.StructType:
     return T.StructType([T.StructField(c.name, spark_type(c), True) for c in table.columns])
 
 
+# Bronze keeps each column's source description in its Delta schema (field metadata), so a run
+# that starts before a DDL it has yet to read knows the columns as they were at its checkpoint.
+SOURCE_METADATA = "source"
+
+
+def described_schema(table: TableSchema) -> T.StructType:
+    """:func:`spark_schema` with each column's source description as field metadata."""
+    return T.StructType([
+        T.StructField(c.name, spark_type(c), True, {SOURCE_METADATA: {
+            "data_type": c.data_type, "column_type": c.column_type, "nullable": c.nullable,
+            "precision": c.precision, "scale": c.scale, "collation": c.collation, "charset": c.charset,
+        }})
+        for c in table.columns
+    ])
+
+
+def described_column(field: T.StructField) -> ColumnInfo | None:
+    """The source description :func:`described_schema` recorded for ``field``, if any."""
+    meta = field.metadata.get(SOURCE_METADATA)
+    if not isinstance(meta, dict):
+        return None
+    return ColumnInfo(field.name, str(meta["data_type"]), str(meta["column_type"]), bool(meta["nullable"]),
+                      meta.get("precision"), meta.get("scale"), meta.get("collation"), meta.get("charset"))
+
+
 # --- what the snapshot reads and what the adapter hands over --------------------------------
 
 

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..snapshot.chunking import Chunk
+from .lakechange import LakeChange
 from .positions import BinlogPosition
 from .values import decode_key, encode_key
 
@@ -75,6 +76,10 @@ class Checkpoint:
     # when the catch-up that committed it read that transaction (None otherwise). A replica's
     # file/offset differ from its primary's; this identifies the point across a failover.
     gtid: str | None = None
+    # The DDL this commit applied (its text, shortened) and what it did to the lake table's
+    # columns, which silver replays before merging any later batch (see ``silver.apply``).
+    ddl: str | None = None
+    schema_changes: tuple[LakeChange, ...] = ()
 
     def to_json(self) -> str:
         body: dict[str, Any] = {
@@ -92,6 +97,10 @@ class Checkpoint:
             body["repair"] = True
         if self.gtid is not None:
             body["gtid"] = self.gtid
+        if self.ddl is not None:
+            body["ddl"] = self.ddl
+        if self.schema_changes:
+            body["schema_changes"] = [c.to_json() for c in self.schema_changes]
         if self.snapshot is not None:
             body["snapshot"] = {
                 "key": list(self.snapshot.key),
@@ -123,6 +132,8 @@ class Checkpoint:
             synced_at=float(body["synced_at"]) if body.get("synced_at") is not None else None,
             repair=bool(body.get("repair", False)),
             gtid=body.get("gtid"),
+            ddl=body.get("ddl"),
+            schema_changes=tuple(LakeChange.from_json(c) for c in body.get("schema_changes", ())),
         )
 
     def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None,
@@ -138,5 +149,5 @@ class Checkpoint:
         if snapshot is not None and position >= snapshot.high_watermark:
             snapshot = None
         return replace(self, batch=self.batch + 1, phase=Phase.BINLOG, position=position,
-                       snapshot=snapshot, run_id=run_id, repair=False, gtid=gtid,
+                       snapshot=snapshot, run_id=run_id, repair=False, gtid=gtid, ddl=None, schema_changes=(),
                        synced_at=synced_at if synced_at is not None else self.synced_at)

@@ -1,0 +1,149 @@
+"""DDL on a followed table: applied to bronze and silver at its binlog position, or the table stops
+with one line; silver ends equal to the source row for row, and bronze folds to the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
+from {{ cookiecutter.package_name }}.engine.sink import silver
+from {{ cookiecutter.package_name }}.engine.source.connection import quote_ident
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
+
+from .helpers import _normal_row, assert_silver_equals_source, run_source_sql, source_rows, table_schema
+
+pytestmark = pytest.mark.integration
+
+# Rows change before, between and after the DDLs, all read by one catch-up.
+EVOLVING = """
+UPDATE customers SET tier = 'gold' WHERE customer_id = 2;
+ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none', ADD INDEX (tier);
+UPDATE customers SET nick = 'three' WHERE customer_id = 3;
+ALTER TABLE customers ADD COLUMN score INT NULL AFTER email;
+UPDATE customers SET score = 5 WHERE customer_id = 4;
+ALTER TABLE customers RENAME COLUMN full_name TO name;
+UPDATE customers SET name = 'Renamed Six' WHERE customer_id = 6;
+ALTER TABLE customers MODIFY score BIGINT NULL;
+UPDATE customers SET score = 1099511627776 WHERE customer_id = 4;
+ALTER TABLE customers MODIFY credit_limit DECIMAL(14,3) NULL;
+ALTER TABLE customers DROP COLUMN country;
+INSERT INTO customers (customer_id, email, name, tier, created_at, nick)
+    VALUES (9001, 'new@example.com', 'New', 'silver', NOW(3), 'newbie');
+DELETE FROM customers WHERE customer_id = 7;
+"""
+
+
+def _columns(spark, config, layer: str) -> dict[str, str]:
+    frame = spark.read.format("delta").load(config.table_path(layer, "customers"))
+    return {f.name: f.dataType.simpleString() for f in frame.schema.fields if not f.name.startswith("_")}
+
+
+def _rows(spark, path: str, columns) -> set[tuple]:
+    return {tuple(r) for r in spark.read.format("delta").load(path).select(*map(quote_ident, columns)).collect()}
+
+
+def test_added_renamed_widened_and_dropped_columns_reach_bronze_and_silver_at_their_position(
+        spark, config, mariadb, tmp_path):
+    spec = TableSpec("customers", "customers")
+    Pipeline(config, spark, "run-1").ingest([spec])
+    run_source_sql(mariadb, config.source.database, EVOLVING)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    for layer in ("bronze", "silver"):
+        columns = _columns(spark, config, layer)
+        assert columns["nick"] == "string" and columns["score"] == "bigint" and "name" in columns, layer
+        assert columns["credit_limit"] == "decimal(14,3)", layer
+        assert "full_name" not in columns and "country" not in columns, layer
+    # Rows that existed before ADD COLUMN hold its default, as in the source.
+    names = table_schema(config, "customers").column_names
+    nick = {row[names.index("nick")] for row in source_rows(config, "customers")}
+    assert nick == {"none", "three", "newbie"}
+    # Bronze folds into the same table: silver rebuilt from it equals the evolved silver.
+    rebuilt = str(tmp_path / "rebuilt")
+    silver.rebuild(spark, bronze_path=config.table_path("bronze", "customers"), silver_path=rebuilt,
+                   key=("customer_id",), table="customers")
+    assert _rows(spark, rebuilt, names) == _rows(spark, config.table_path("silver", "customers"), names)
+    # Later runs start from the evolved lake: no DDL left, the same columns.
+    run_source_sql(mariadb, config.source.database,
+                   "UPDATE customers SET nick = 'later', score = 7 WHERE customer_id = 5;")
+    (later,) = Pipeline(config, spark, "run-3").ingest([spec])
+    assert later.status == "success" and later.binlog_rows == 1
+    assert_silver_equals_source(spark, config, "customers")
+    (checked,) = run_checks(config, spark, [spec])
+    assert checked.success, [c for c in checked.checks if not c.success]
+
+
+def test_truncate_empties_silver_at_its_position_and_the_rows_after_it_arrive(spark, config, mariadb):
+    spec = TableSpec("customers", "customers")
+    (first,) = Pipeline(config, spark, "run-1").ingest([spec])
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
+        TRUNCATE TABLE customers;
+        INSERT INTO customers (customer_id, email, full_name, country, tier, created_at)
+            VALUES (1, 'again@example.com', 'Again', 'FR', 'silver', NOW(3)),
+                   (9002, 'fresh@example.com', 'Fresh', 'DE', 'gold', NOW(3));
+    """)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    assert len(source_rows(config, "customers")) == 2
+    bronze = spark.read.format("delta").load(config.table_path("bronze", "customers"))
+    assert bronze.where("_op = 'd'").count() == first.snapshot_rows  # one delete per key, at the TRUNCATE
+
+
+def test_a_ddl_that_cannot_be_applied_exactly_stops_that_table_alone(spark, config, mariadb):
+    specs = [TableSpec("customers", "customers"), TableSpec("products", "products")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    before = spark.read.format("delta").load(config.table_path("silver", "customers")).collect()
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
+        ALTER TABLE customers ADD COLUMN seen_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP;
+        UPDATE products SET stock = stock + 1 WHERE price > 10;
+    """)
+    with pytest.raises(TablesFailed) as excinfo:
+        Pipeline(config, spark, "run-2").ingest(specs)
+    by_table = {r.table: r for r in excinfo.value.results}
+    message = by_table["customers"].message
+    assert "CURRENT_TIMESTAMP" in message and "FULL_REFRESH=1" in message and "\n" not in message
+    assert by_table["products"].status == "success" and by_table["products"].binlog_rows > 0
+    # Nothing past the table's last checkpoint was written.
+    after = spark.read.format("delta").load(config.table_path("silver", "customers")).collect()
+    assert len(after) == len(before) and "seen_at" not in _columns(spark, config, "silver")
+
+
+def test_on_schema_change_ignore_keeps_the_lake_columns_and_goes_on(spark, config, mariadb):
+    spec = TableSpec("customers", "customers", on_schema_change="ignore")
+    Pipeline(config, spark, "run-1").ingest([spec])
+    columns = list(_columns(spark, config, "silver"))
+    run_source_sql(mariadb, config.source.database, """
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NULL;
+        UPDATE customers SET nick = 'three', tier = 'gold' WHERE customer_id = 3;
+    """)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success" and result.binlog_rows == 1
+    assert list(_columns(spark, config, "silver")) == columns
+    silver_tier = spark.read.format("delta").load(config.table_path("silver", "customers")).where(
+        "customer_id = 3").first()["tier"]
+    assert silver_tier == "gold"
+
+
+def test_a_history_silver_is_rebuilt_from_the_evolved_bronze(spark, config, mariadb):
+    spec = TableSpec("customers", "customers", scd_type=2)
+    Pipeline(config, spark, "run-1").ingest([spec])
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 2;
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
+        UPDATE customers SET nick = 'three' WHERE customer_id = 3;
+    """)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    names = table_schema(config, "customers").column_names
+    history = spark.read.format("delta").load(config.table_path("silver", "customers"))
+    current = history.where("_is_current").select(*map(quote_ident, names))
+    assert {_normal_row(tuple(r), table_schema(config, "customers")) for r in current.collect()} == source_rows(
+        config, "customers")
+    # Customer 3's versions: the snapshot's and the update's, both with the new column.
+    versions = history.where("customer_id = 3").orderBy("_seq").select("nick").collect()
+    assert [r["nick"] for r in versions] == ["none", "three"]

@@ -1,0 +1,122 @@
+"""Schema changes and TRUNCATE, applied to bronze and silver at the DDL's binlog position.
+
+Bronze takes each DDL as one atomic commit that carries the checkpoint at the DDL's position, so
+a crash leaves either the whole change (and the position past it) or nothing (and the DDL is
+read again):
+
+- a column added with NULL for existing rows is a metadata-only commit (an empty append that
+  adds the column);
+- any other change rewrites the table: existing rows get what the source gave them (the added
+  column's default, a widened type, a rename, a dropped column, a NOT NULL column's filled
+  NULLs). Bronze stays a changelog that folds into the source's current state, so silver rebuilt
+  from it equals silver evolved step by step;
+- TRUNCATE is recorded as a delete of every key bronze holds, at the TRUNCATE's position:
+  silver empties through its usual MERGE, and bronze shows when it happened.
+
+Column mapping (metadata-only rename and drop) is not used: the engine writes Parquet files
+outside Spark (snapshot chunks, binlog batches) with logical column names, which a column
+mapped table would not read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..ops import Op
+from ..source.connection import quote_ident
+from ..state.checkpoint import Checkpoint
+from ..state.lakechange import Kind, LakeChange
+from ..state.positions import BinlogPosition, sequence
+from . import bronze
+
+
+def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
+            described: T.StructType | None = None) -> DataFrame:
+    """``df`` with ``changes`` applied in order; data columns first, then the ``meta`` columns.
+    ``described``: the data columns' fields as they should end up (their metadata is kept)."""
+    columns: dict[str, Column] = {f: F.col(quote_ident(f)) for f in df.columns}
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    for change in changes:
+        name = change.column
+        if change.kind is Kind.ADD:
+            assert change.type is not None
+            columns[name] = F.lit(change.value).cast(change.type)
+            types[name] = change.type
+        elif change.kind is Kind.DROP:
+            columns.pop(name)
+        elif change.kind is Kind.RENAME:
+            assert change.to is not None
+            columns = {(change.to if k == name else k): v for k, v in columns.items()}
+            types[change.to] = types[name]
+        elif change.kind is Kind.CAST:
+            assert change.type is not None
+            columns[name] = columns[name].cast(change.type)
+            types[name] = change.type
+        else:
+            columns[name] = F.coalesce(columns[name], F.lit(change.value).cast(types[name]))
+    fields = {f.name: f for f in described.fields} if described is not None else {}
+    data = [k for k in columns if k not in meta]
+    return df.select(*[_named(columns[k], k, fields.get(k)) for k in data], *[columns[k] for k in meta if k in columns])
+
+
+def _named(column: Column, name: str, field: T.StructField | None) -> Column:
+    if field is None:
+        return column.alias(name)
+    return column.cast(field.dataType).alias(name, metadata=field.metadata)
+
+
+def evolve_bronze(spark: SparkSession, path: str, changes: Sequence[LakeChange], described: T.StructType,
+                  checkpoint: Checkpoint) -> None:
+    """Apply ``changes`` to bronze in one commit carrying ``checkpoint``. ``described``: the
+    source columns afterwards (:func:`typemap.described_schema`)."""
+    if not any(c.rewrites_rows for c in changes):
+        empty = spark.createDataFrame([], bronze.bronze_schema(described))
+        bronze.append(empty, path, checkpoint, merge_schema=True)
+        return
+    rows = evolved(spark.read.format("delta").load(path), changes, bronze.META_COLUMNS, described)
+    bronze.append(rows, path, checkpoint, replace_all=True)
+
+
+def truncate_bronze(spark: SparkSession, path: str, key: Sequence[str], checkpoint: Checkpoint,
+                    position: BinlogPosition, source_ts: int, run_id: str) -> None:
+    """Record a TRUNCATE at ``position``: a delete of each key whose newest bronze row is not one."""
+    changes = spark.read.format("delta").load(path)
+    keys = [F.col(quote_ident(k)) for k in key]
+    newest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
+    current = (changes.withColumn("_rank", F.row_number().over(newest))
+               .where((F.col("_rank") == 1) & (F.col("_op") != Op.DELETE.value)).drop("_rank"))
+    data = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
+    base = F.lit(sequence(position, 0)).cast("decimal(38,0)")
+    deletes = current.select(
+        *data,
+        F.lit(Op.DELETE.value).alias("_op"),
+        (base + F.row_number().over(Window.orderBy(*keys))).cast("decimal(38,0)").alias("_seq"),
+        F.lit(position.file).alias("_source_file"),
+        F.lit(position.offset).cast("long").alias("_source_pos"),
+        F.lit(dt.datetime.fromtimestamp(source_ts, dt.UTC)).alias("_source_ts"),
+        F.lit(dt.datetime.now(dt.UTC)).alias("_ingested_at"),
+        F.lit(run_id).alias("_run_id"),
+        F.lit(checkpoint.batch).cast("long").alias("_batch"),
+    )
+    bronze.append(deletes, path, checkpoint)
+
+
+def evolve_silver(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str],
+                  marker: str) -> None:
+    """Apply ``changes`` to silver in one commit carrying ``marker``: a metadata-only commit when
+    they only add columns that are NULL in existing rows, else a rewrite."""
+    current = spark.read.format("delta").load(path)
+    if not any(c.rewrites_rows for c in changes):
+        added = [T.StructField(c.column, T._parse_datatype_string(c.type or ""), True) for c in changes]
+        empty = spark.createDataFrame([], T.StructType([*current.schema.fields, *added]))
+        empty.write.format("delta").mode("append").option("mergeSchema", "true").option(
+            "userMetadata", marker).save(path)
+        return
+    rows = evolved(current, changes, meta)
+    rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(
+        "userMetadata", marker).save(path)

@@ -1,0 +1,398 @@
+"""What an ``ALTER TABLE`` or ``TRUNCATE`` does to a table's columns, read from its text.
+
+The binlog carries DDL as SQL text only. This parser reads the parts of MariaDB/MySQL's grammar
+that change the columns a lake table holds (ADD/DROP/RENAME/CHANGE/MODIFY COLUMN) and knows the
+parts that change nothing a row image carries (indexes, table options, column defaults, which
+only affect later inserts, and those arrive with their values). Everything else is reported as
+*unsupported* with the reason, and the engine stops the table rather than guess: a DDL it cannot
+place exactly is never applied approximately.
+
+Column definitions are parsed for what evolution needs: the declared type (checked against the
+server's own description of the column), nullability, and the value existing rows receive
+(``DEFAULT`` literal, or MySQL's implicit default of a NOT NULL column).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .statements import _EXECUTABLE_COMMENT, _LEADING_COMMENTS
+
+# The type names MariaDB and MySQL accept for one stored type.
+TYPE_SYNONYMS = {
+    "integer": "int", "int4": "int", "int1": "tinyint", "int2": "smallint", "int3": "mediumint",
+    "middleint": "mediumint", "int8": "bigint", "bool": "tinyint", "boolean": "tinyint",
+    "dec": "decimal", "numeric": "decimal", "fixed": "decimal", "number": "decimal",
+    "real": "double", "float8": "double", "float4": "float", "character": "char", "nchar": "char",
+    "nvarchar": "varchar", "json": "longtext",
+}
+INTEGER_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
+# ALTER TABLE items that change nothing a row image carries.
+_TABLE_OPTIONS = {
+    "ENGINE", "COMMENT", "AUTO_INCREMENT", "ROW_FORMAT", "ALGORITHM", "LOCK", "FORCE",
+    "KEY_BLOCK_SIZE", "STATS_PERSISTENT", "STATS_AUTO_RECALC", "STATS_SAMPLE_PAGES", "CHECKSUM",
+    "PAGE_CHECKSUM", "TRANSACTIONAL", "PACK_KEYS", "DELAY_KEY_WRITE", "MIN_ROWS", "MAX_ROWS",
+    "AVG_ROW_LENGTH", "ORDER", "ENABLE", "DISABLE", "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL",
+    "IETF_QUOTES", "ENCRYPTED", "ENCRYPTION_KEY_ID", "SEQUENCE", "DATA", "INDEX", "INSERT_METHOD",
+    "TABLESPACE", "UNION", "VALIDATION", "WITHOUT", "WITH", "STATS_SAMPLE", "COMPRESSION",
+}
+_INDEX_WORDS = {"INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "CONSTRAINT", "FOREIGN", "CHECK",
+                "VECTOR"}
+_IDENT = r"`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+"
+_TOKEN = re.compile(
+    rf"\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![A-Za-z_$])|{_IDENT}|'(?:[^'\\]|\\.|'')*'"
+    r"|\"(?:[^\"\\]|\\.|\"\")*\"|[(),=.]|\S)",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class Default:
+    """What existing rows hold in a column the DDL adds (or makes NOT NULL).
+
+    ``known`` False: an expression (``CURRENT_TIMESTAMP``, ``uuid()``) or a literal this parser
+    will not interpret; its value per row cannot be known from the binlog."""
+
+    known: bool
+    value: str | None = None  # the literal as SQL text (unquoted string), None for NULL
+    is_string: bool = False
+    text: str = ""  # as written, for messages
+
+
+NULL_DEFAULT = Default(True)
+
+
+@dataclass(frozen=True)
+class ColumnDefinition:
+    type_name: str  # canonical lower-case name, synonyms resolved: "int", "varchar", "decimal"
+    arguments: tuple[str, ...]  # inside the type's parentheses: ("10", "2"), ("'a'", "'b'")
+    unsigned: bool
+    nullable: bool
+    default: Default | None  # None: no DEFAULT clause
+    generated: bool = False  # AS (expr) / GENERATED ALWAYS: its value is computed
+    auto_increment: bool = False
+    primary_key: bool = False
+    charset: str | None = None  # CHARACTER SET / CHARSET as declared (None: the table's default)
+
+    @property
+    def existing_value(self) -> Default:
+        """What rows that existed before the DDL hold in this column afterwards."""
+        if self.default is not None:
+            return self.default
+        if self.nullable:
+            return NULL_DEFAULT
+        return Default(False, text="the implicit default of a NOT NULL column")
+
+
+@dataclass(frozen=True)
+class AddColumn:
+    name: str
+    definition: ColumnDefinition
+
+
+@dataclass(frozen=True)
+class DropColumn:
+    name: str
+
+
+@dataclass(frozen=True)
+class RenameColumn:
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class ModifyColumn:
+    """CHANGE (``old`` != ``new``) or MODIFY: a new definition, maybe a new name."""
+
+    old: str
+    new: str
+    definition: ColumnDefinition
+
+
+ColumnChange = AddColumn | DropColumn | RenameColumn | ModifyColumn
+
+
+@dataclass(frozen=True)
+class TableDdl:
+    """The column changes of one statement, in order; ``unsupported`` says why the statement
+    cannot be applied (then ``changes`` is meaningless); ``truncate`` empties the table."""
+
+    changes: tuple[ColumnChange, ...] = ()
+    unsupported: str | None = None
+    truncate: bool = False
+    ignored: tuple[str, ...] = field(default=())  # items that change no row image, as written
+
+
+def parse(sql: str) -> TableDdl:
+    """Parse one DDL statement that the binlog reports as changing a watched table."""
+    text = _LEADING_COMMENTS.sub("", _EXECUTABLE_COMMENT.sub(r" \1 ", sql), count=1).strip().rstrip(";")
+    tokens = _tokens(text)
+    upper = [t.upper() for t in tokens]
+    if upper[:1] == ["TRUNCATE"]:
+        return TableDdl(truncate=True)
+    if upper[:1] != ["ALTER"]:
+        return TableDdl(unsupported=f"{' '.join(upper[:2]) or '?'} replaces or removes the table")
+    i = 1
+    while i < len(upper) and upper[i] in {"ONLINE", "IGNORE"}:
+        i += 1
+    if upper[i : i + 1] != ["TABLE"]:
+        return TableDdl(unsupported="not an ALTER TABLE")
+    i += 1
+    if upper[i : i + 2] == ["IF", "EXISTS"]:
+        i += 2
+    i += 1  # the table name
+    if upper[i : i + 1] == ["."]:
+        i += 2
+    if upper[i : i + 1] == ["WAIT"]:
+        i += 2
+    elif upper[i : i + 1] == ["NOWAIT"]:
+        i += 1
+    changes: list[ColumnChange] = []
+    ignored: list[str] = []
+    for item in _split_items(tokens[i:]):
+        outcome = _item(item)
+        if isinstance(outcome, str):
+            return TableDdl(unsupported=outcome)
+        if outcome is None:
+            ignored.append(" ".join(item)[:60])
+        else:
+            changes.extend(outcome)
+    return TableDdl(tuple(changes), ignored=tuple(ignored))
+
+
+def unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def _tokens(text: str) -> list[str]:
+    tokens = []
+    position = 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if not match:
+            break
+        tokens.append(match.group(1))
+        position = match.end()
+    return tokens
+
+
+def _split_items(tokens: list[str]) -> list[list[str]]:
+    """The comma separated items of an ALTER TABLE, commas inside parentheses kept."""
+    items: list[list[str]] = [[]]
+    depth = 0
+    for token in tokens:
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        if token == "," and depth == 0:
+            items.append([])
+        else:
+            items[-1].append(token)
+    return [item for item in items if item]
+
+
+def _item(item: list[str]) -> list[ColumnChange] | str | None:
+    """One ALTER item: its column changes, ``None`` when it changes no row image, or the
+    reason it is unsupported."""
+    words = [t.upper() for t in item]
+    head = words[0]
+    if "PARTITION" in words or "PARTITIONING" in words:
+        return "partition maintenance can remove or move rows without row events"
+    if "VERSIONING" in words or "PERIOD" in words:
+        return "system versioning changes which rows the table holds"
+    if head == "ADD":
+        return _add(item, words)
+    if head == "DROP":
+        rest = words[1:]
+        if rest[:2] == ["PRIMARY", "KEY"]:
+            return "the primary key changes"
+        if rest[:1] and rest[0] in _INDEX_WORDS | {"FOREIGN"}:
+            return None
+        j = 2 if rest[:1] == ["COLUMN"] else 1
+        if words[j : j + 2] == ["IF", "EXISTS"]:
+            return "DROP COLUMN IF EXISTS may or may not have dropped the column"
+        if j >= len(item):
+            return f"cannot read {' '.join(item)[:60]!r}"
+        return [DropColumn(unquote(item[j]))]
+    if head == "RENAME":
+        if words[1:2] in (["INDEX"], ["KEY"]):
+            return None
+        if words[1:2] == ["COLUMN"] and len(item) >= 5 and words[3] == "TO":
+            return [RenameColumn(unquote(item[2]), unquote(item[4]))]
+        return "the table is renamed"
+    if head == "CHANGE":
+        j = 2 if words[1:2] == ["COLUMN"] else 1
+        if words[j : j + 2] == ["IF", "EXISTS"]:
+            return "CHANGE COLUMN IF EXISTS may or may not have changed the column"
+        if j + 2 > len(item):
+            return f"cannot read {' '.join(item)[:60]!r}"
+        definition = _definition(item[j + 2 :])
+        return definition if isinstance(definition, str) else [
+            ModifyColumn(unquote(item[j]), unquote(item[j + 1]), definition)]
+    if head == "MODIFY":
+        j = 2 if words[1:2] == ["COLUMN"] else 1
+        if words[j : j + 2] == ["IF", "EXISTS"]:
+            return "MODIFY COLUMN IF EXISTS may or may not have changed the column"
+        if j + 1 > len(item):
+            return f"cannot read {' '.join(item)[:60]!r}"
+        definition = _definition(item[j + 1 :])
+        name = unquote(item[j])
+        return definition if isinstance(definition, str) else [ModifyColumn(name, name, definition)]
+    if head == "ALTER":
+        # ALTER [COLUMN] c SET DEFAULT / DROP DEFAULT / SET [IN]VISIBLE, ALTER INDEX: only later
+        # inserts see a default, and they arrive with their values.
+        return None
+    if head == "CONVERT":
+        return "CONVERT TO CHARACTER SET re-encodes every text column"
+    if head in {"DEFAULT", "CHARACTER", "CHARSET", "COLLATE"}:
+        return None  # the table's default for columns added later, which name their own
+    if head in {"DISCARD", "IMPORT"}:
+        return "the tablespace is replaced"
+    if head in _TABLE_OPTIONS:
+        return None
+    return f"cannot read {' '.join(item)[:60]!r}"
+
+
+def _add(item: list[str], words: list[str]) -> list[ColumnChange] | str | None:
+    rest = words[1:]
+    if rest[:2] == ["PRIMARY", "KEY"] or (rest[:1] == ["CONSTRAINT"] and "PRIMARY" in rest[:4]):
+        return "the primary key changes"
+    if rest[:1] and rest[0] in _INDEX_WORDS:
+        return None
+    j = 2 if rest[:1] == ["COLUMN"] else 1
+    if words[j : j + 3] == ["IF", "NOT", "EXISTS"]:
+        return "ADD COLUMN IF NOT EXISTS may or may not have added the column"
+    if j < len(item) and item[j] == "(":  # ADD [COLUMN] (a INT, b INT)
+        inner = item[j + 1 : -1] if item[-1] == ")" else item[j + 1 :]
+        changes: list[ColumnChange] = []
+        for column in _split_items(inner):
+            if column[0].upper() in _INDEX_WORDS or column[0].upper() == "PRIMARY":
+                return "ADD (...) with keys is not read"
+            definition = _definition(column[1:])
+            if isinstance(definition, str):
+                return definition
+            changes.append(AddColumn(unquote(column[0]), definition))
+        return changes
+    if j + 1 > len(item):
+        return f"cannot read {' '.join(item)[:60]!r}"
+    definition = _definition(item[j + 1 :])
+    return definition if isinstance(definition, str) else [AddColumn(unquote(item[j]), definition)]
+
+
+def _definition(tokens: list[str]) -> ColumnDefinition | str:
+    """A column definition: data type, then attributes in any order."""
+    if not tokens:
+        return "a column definition without a type"
+    words = [t.upper() for t in tokens]
+    name = words[0].lower()
+    i = 1
+    for two, one in ((("DOUBLE", "PRECISION"), "double"), (("CHARACTER", "VARYING"), "varchar"),
+                     (("CHAR", "VARYING"), "varchar"), (("NATIONAL", "CHAR"), "char"),
+                     (("NATIONAL", "CHARACTER"), "char"), (("NATIONAL", "VARCHAR"), "varchar"),
+                     (("LONG", "VARBINARY"), "mediumblob"), (("LONG", "VARCHAR"), "mediumtext")):
+        if tuple(words[:2]) == two:
+            name, i = one, 2
+            if one == "char" and words[2:3] == ["VARYING"]:
+                name, i = "varchar", 3
+    if name == "long":
+        name = "mediumtext"
+    if name == "serial":
+        return "SERIAL adds an AUTO_INCREMENT column, numbering existing rows"
+    arguments: tuple[str, ...] = ()
+    if words[i : i + 1] == ["("]:
+        close = _closing(tokens, i)
+        if close is None:
+            return "unbalanced parentheses in a column definition"
+        arguments = tuple(t for t in tokens[i + 1 : close] if t != ",")
+        i = close + 1
+    if name in {"bool", "boolean"}:
+        arguments = ("1",)
+    if name == "float" and len(arguments) == 1:  # FLOAT(p): a double from 25 binary digits on
+        name, arguments = ("float" if int(arguments[0]) <= 24 else "double"), ()
+    name = TYPE_SYNONYMS.get(name, name)
+    unsigned = False
+    nullable = True
+    default: Default | None = None
+    generated = auto_increment = primary = False
+    charset: str | None = None
+    while i < len(words):
+        word = words[i]
+        if word in {"CHARSET", "CHARACTER"} and i + 1 < len(words):
+            i += 2 if word == "CHARSET" or words[i + 1] != "SET" else 3
+            charset = unquote(tokens[i - 1]).lower() if i - 1 < len(tokens) else None
+        elif word in {"UNSIGNED", "ZEROFILL"}:
+            unsigned = True
+            i += 1
+        elif word == "NOT" and words[i + 1 : i + 2] == ["NULL"]:
+            nullable = False
+            i += 2
+        elif word == "NULL":
+            nullable = True
+            i += 1
+        elif word == "DEFAULT":
+            default, i = _default(tokens, i + 1)
+        elif word in {"AS", "GENERATED"}:
+            generated = True
+            i += 1
+        elif word == "AUTO_INCREMENT":
+            auto_increment = True
+            i += 1
+        elif word == "PRIMARY":
+            primary = True
+            i += 1
+        elif word == "(":
+            close = _closing(tokens, i)
+            i = len(words) if close is None else close + 1
+        else:
+            i += 1
+    return ColumnDefinition(name, arguments, unsigned, nullable and not primary, default, generated,
+                            auto_increment, primary, charset)
+
+
+def _default(tokens: list[str], i: int) -> tuple[Default, int]:
+    if i >= len(tokens):
+        return Default(False, text=""), i
+    token = tokens[i]
+    upper = token.upper()
+    if upper == "NULL":
+        return NULL_DEFAULT, i + 1
+    if token[:1] in {"'", '"'}:
+        return Default(True, _string_literal(token), True, token), i + 1
+    if re.fullmatch(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?", token):
+        return Default(True, token.lstrip("+"), False, token), i + 1
+    if token in {"-", "+"} and i + 1 < len(tokens) and re.fullmatch(r"\d+(?:\.\d*)?", tokens[i + 1]):
+        value = ("-" if token == "-" else "") + tokens[i + 1]
+        return Default(True, value, False, value), i + 2
+    if token == "(":
+        close = _closing(tokens, i)
+        end = len(tokens) if close is None else close + 1
+        return Default(False, text=" ".join(tokens[i:end])), end
+    # CURRENT_TIMESTAMP, NOW(), a function, b'1', x'ff', _utf8mb4'..': computed or not read here
+    end = i + 1
+    if end < len(tokens) and tokens[end] == "(":
+        close = _closing(tokens, end)
+        end = len(tokens) if close is None else close + 1
+    return Default(False, text=" ".join(tokens[i:end])), end
+
+
+def _string_literal(token: str) -> str:
+    quote = token[0]
+    body = token[1:-1]
+    body = body.replace(quote * 2, quote)
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "Z": "\x1a"}.get(
+        m.group(1), m.group(1)), body)
+
+
+def _closing(tokens: list[str], open_at: int) -> int | None:
+    depth = 0
+    for j in range(open_at, len(tokens)):
+        if tokens[j] == "(":
+            depth += 1
+        elif tokens[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
