@@ -176,7 +176,7 @@ def test_missing_keyless_and_changed_tables_fail_alone_while_the_others_finish(s
     assert "does not exist" in _failure(excinfo, "ghost")
     run_source_sql(mariadb, db, """
         UPDATE products SET stock = stock + 1 WHERE price > 10;
-        TRUNCATE TABLE customers;
+        ALTER TABLE customers DROP PRIMARY KEY, ADD PRIMARY KEY (customer_id, email);
     """)
     with pytest.raises(TablesFailed) as excinfo:
         Pipeline(config, spark, "run-2").ingest(specs)

@@ -3,15 +3,25 @@ with one line; silver ends equal to the source row for row, and bronze folds to 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
+from {{ cookiecutter.package_name }}.engine.run import pipeline
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
 from {{ cookiecutter.package_name }}.engine.sink import silver
 from {{ cookiecutter.package_name }}.engine.source.connection import quote_ident
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
-from .helpers import _normal_row, assert_silver_equals_source, run_source_sql, source_rows, table_schema
+from .helpers import (
+    _normal_row,
+    assert_silver_equals_source,
+    bronze_duplicate_changes,
+    run_source_sql,
+    source_rows,
+    table_schema,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +157,41 @@ def test_a_history_silver_is_rebuilt_from_the_evolved_bronze(spark, config, mari
     # Customer 3's versions: the snapshot's and the update's, both with the new column.
     versions = history.where("customer_id = 3").orderBy("_seq").select("nick").collect()
     assert [r["nick"] for r in versions] == ["none", "three"]
+
+
+def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read_again(
+        spark, config, mariadb, monkeypatch, caplog):
+    # 8 chunks of 50 customers, 2 per commit: the last (unbounded) chunk and ids 1-50 first.
+    config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
+    real = pipeline.snapshot_batch
+    batches: list[int] = []
+
+    def ddl_after_the_second_batch(*args, **kwargs):
+        done = real(*args, **kwargs)
+        batches.append(len(batches) + 1)
+        if len(batches) == 2:  # ids 1-150 and 351-400 are read; 151-350 are not yet
+            run_source_sql(mariadb, config.source.database, """
+                UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+                ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
+                UPDATE customers SET nick = 'early' WHERE customer_id = 5;
+                UPDATE customers SET nick = 'late', tier = 'silver' WHERE customer_id = 200;
+                DELETE FROM customers WHERE customer_id = 250;
+            """)
+        return done
+
+    monkeypatch.setattr(pipeline, "snapshot_batch", ddl_after_the_second_batch)
+    spec = TableSpec("customers", "customers")
+    with caplog.at_level("INFO"):
+        (result,) = Pipeline(config, spark, "run-1").ingest([spec])
+    assert result.status == "success", result.message
+    assert "read after it are read again" in caplog.text
+    assert result.snapshot_rows > 400  # the chunks read after the DDL, twice
+    assert_silver_equals_source(spark, config, "customers")
+    assert bronze_duplicate_changes(spark, config, "customers") == 0
+    bronze = spark.read.format("delta").load(config.table_path("bronze", "customers"))
+    assert bronze.where("_op = 'r'").count() == len(source_rows(config, "customers"))  # one read per key
+    # Later changes flow as usual.
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET nick = 'after' WHERE customer_id = 300;")
+    (later,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert later.status == "success" and later.binlog_rows == 1
+    assert_silver_equals_source(spark, config, "customers")

@@ -38,6 +38,14 @@ def test_the_chunk_plan_is_kept_until_the_binlog_passes_every_watermark():
     assert past.snapshot is None and past.position == BinlogPosition("b.000001", 50)
 
 
+def test_chunks_to_read_again_keep_the_plan_and_the_snapshot_phase_past_every_watermark():
+    done = progress().with_done({1: BinlogPosition("b.000001", 50)})  # chunk 0 to be read again
+    checkpoint = Checkpoint("t", 4, Phase.SNAPSHOT, "run", snapshot=done, position=BinlogPosition("b.000001", 60))
+    later = checkpoint.advanced_to(BinlogPosition("b.000002", 4), "run2")
+    assert later.snapshot == done and later.phase == Phase.SNAPSHOT
+    assert later.position == BinlogPosition("b.000002", 4)
+
+
 def test_synced_at_round_trips_and_an_intermediate_commit_keeps_the_earlier_time():
     first = Checkpoint("t", 1, Phase.BINLOG, "run", position=BinlogPosition("b.000001", 9), synced_at=1_700_000_000.25)
     assert Checkpoint.from_json(first.to_json()) == first

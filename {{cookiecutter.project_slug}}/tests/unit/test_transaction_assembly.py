@@ -199,6 +199,15 @@ def test_past_the_highest_watermark_every_change_is_kept():
     assert after_watermarks(capture, changes) == changes
 
 
+def test_a_chunk_to_be_read_again_drops_every_change_of_its_keys_even_past_the_other_watermarks():
+    # Chunk 1 was read after a DDL: its read is forgotten and it will be read again later,
+    # at a position past every change read now, so that read holds all of them.
+    capture = _capture({0: 100, 2: 300})
+    changes = [_change(5, 101), _change(15, 50), _change(15, 900), _change(25, 301)]
+    kept = after_watermarks(capture, changes)
+    assert [(c.values["id"], c.position.offset) for c in kept] == [(5, 101), (25, 301)]
+
+
 def test_without_a_locator_at_least_once_keeps_every_change():
     capture = _capture({0: 100, 1: 500, 2: 300})
     capture.locator = None

@@ -34,7 +34,8 @@ from ..source import ddl as ddl_text
 from ..source.connection import binlog_sizes, query
 from ..source.introspect import TableSchema, describe_table
 from ..source.typemap import described_schema, row_converter, spark_schema
-from ..state.checkpoint import Checkpoint
+from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
+from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, bytes_behind, sequence
 from ..tables import TableSpec
 from .binlog import BinlogSource, RowChange, SchemaChange, Transaction
@@ -118,7 +119,8 @@ def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: T
     if read_to is not None and read_to > start:
         start = read_to
     locator = None
-    if delivery == Delivery.EXACTLY_ONCE and progress is not None and start < progress.high_watermark:
+    if delivery == Delivery.EXACTLY_ONCE and progress is not None and (
+            start < progress.high_watermark or not progress.complete):
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
     return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
                         hold_idle=hold_idle)
@@ -130,13 +132,18 @@ def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[Ro
     progress = capture.checkpoint.snapshot
     if capture.locator is None or progress is None:
         return changes
-    window = [c for c in changes if c.position <= progress.high_watermark]
+    # A chunk to be read again (a DDL came while it was read) will contain every change before
+    # that read: drop them all until then.
+    window = changes if not progress.complete else [c for c in changes if c.position <= progress.high_watermark]
     if not window:
         return changes
     keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
     chunks = capture.locator.locate(keys)
-    stale = {id(c) for c, chunk in zip(window, chunks, strict=True)
-             if c.position <= progress.done[chunk.index]}
+    stale = set()
+    for change, chunk in zip(window, chunks, strict=True):
+        read_at = progress.done.get(chunk.index)
+        if read_at is None or change.position <= read_at:
+            stale.add(id(change))
     return [c for c in changes if id(c) not in stale]
 
 
@@ -271,16 +278,21 @@ class CatchUp:
                         "a column the source added is left out, one it removed is NULL from now on", name, what)
             capture.project = True
             return
-        if capture.locator is not None:
-            raise schema_changed(name, f"{what}, while the snapshot's chunks were read: some hold rows from "
-                                 "before it, some from after", change.position)
+        # Chunks read at or after the DDL's position hold rows the DDL already changed, read with
+        # the columns the run started with.
+        progress = capture.checkpoint.snapshot
+        read_after = sorted(i for i, at in (progress.done if progress else {}).items() if at >= transaction.end)
+        if read_after and not capture.spec.followed:
+            raise schema_changed(name, f"{what}, while the snapshot's chunks were read", change.position)
         parsed = ddl_text.parse(change.statement)
         path = self.config.table_path(Layer.BRONZE, name)
         if parsed.truncate:
             self._commit_before(capture, before)
             checkpoint = self._ddl_checkpoint(capture, change, transaction)
+            assert progress is not None or not read_after
             evolve.truncate_bronze(self.spark, path, capture.schema.key, checkpoint, transaction.end,
-                                   transaction.timestamp or 0, self.run_id)
+                                   transaction.timestamp or 0, self.run_id,
+                                   [sequence(progress.done[i]) for i in read_after] if progress else [])
             log.info("%s: TRUNCATE at %s recorded (silver is emptied there)", name, change.position)
         else:
             now = describe_table(conn, self.config.source.database, capture.schema.table, capture.spec.key)
@@ -293,7 +305,11 @@ class CatchUp:
             self._commit_before(capture, before)
             checkpoint = replace(self._ddl_checkpoint(capture, change, transaction),
                                  schema_changes=evolution.changes)
-            evolve.evolve_bronze(self.spark, path, evolution.changes, described_schema(evolution.schema), checkpoint)
+            if read_after:
+                assert progress is not None
+                checkpoint = self._read_again(capture, checkpoint, progress, read_after, what)
+            evolve.evolve_bronze(self.spark, path, checkpoint.schema_changes, described_schema(evolution.schema),
+                                 checkpoint)
             capture.schema = evolution.schema
             capture.convert = row_converter(evolution.schema, "binlog")
             log.info("%s: schema change %s applied to bronze (%s)", name, what,
@@ -301,6 +317,19 @@ class CatchUp:
         capture.checkpoint = checkpoint
         capture.start = transaction.end
         capture.recent.clear()  # silver reads bronze from here on: its batches changed shape
+
+    @staticmethod
+    def _read_again(capture: TableCapture, checkpoint: Checkpoint, progress: SnapshotProgress,
+                    chunks: Sequence[int], what: str) -> Checkpoint:
+        """``checkpoint`` with ``chunks`` to be read again, and their rows removed from the lake
+        (by the same commit as the schema change: their ``_seq`` is their read's watermark)."""
+        seqs = sorted({str(sequence(progress.done[i])) for i in chunks})
+        pending = replace(progress, done={i: at for i, at in progress.done.items() if i not in set(chunks)})
+        log.info("%s: schema change %s came while the snapshot was read: %d chunk(s) read after it are read "
+                 "again with the new columns", capture.spec.name, what, len(chunks))
+        forget = LakeChange(Kind.FORGET, "_seq", value=",".join(seqs))
+        return replace(checkpoint, phase=Phase.SNAPSHOT, snapshot=pending,
+                       schema_changes=(*checkpoint.schema_changes, forget))
 
     def _commit_before(self, capture: TableCapture, before: BinlogPosition) -> None:
         if capture.rows:

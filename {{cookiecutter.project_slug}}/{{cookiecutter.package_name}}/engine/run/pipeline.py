@@ -32,7 +32,7 @@ from ..cdc.capture import (
     server_id,
 )
 from ..config.project import Layer, ProjectConfig, SchemaPolicy
-from ..errors import ConfigError, FatalError, IngestError
+from ..errors import ConfigError, FatalError, IngestError, SourceUnavailableError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
 from ..sink.layout import apply_layout
@@ -117,6 +117,10 @@ class _Table:
         log.error("%s: %s", self.spec.name, self.error)
 
 
+# How often one run reads chunks again after DDL made them stale before it gives up on the table.
+REREAD_ROUNDS = 3
+
+
 def _copied(checkpoint: Checkpoint) -> bool:
     """Whether the snapshot is over: every chunk read and its window replayed."""
     return checkpoint.phase == Phase.BINLOG and checkpoint.snapshot is None
@@ -178,6 +182,7 @@ class Pipeline:
             started = time.monotonic()
             self._catch_up(conn, [t for t in tables if t.ok and t.spec.followed], stop, frozenset(hold_idle),
                            seen_at)
+            self._read_chunks_again(conn, tables, frozenset(hold_idle))
             for table in tables:
                 if table.ok and not table.spec.followed:
                     self._end_snapshot(conn, table)
@@ -248,11 +253,17 @@ class Pipeline:
                                   table=spec.name)
             if not spec.snapshots:
                 return self._start_without_snapshot(conn, spec, schema, path)
+            # The catch-up starts here rather than at the first chunk's watermark, so it reads any
+            # DDL that came after the columns the chunks select were read (see CatchUp).
+            before = current_position(conn)
+            if describe_table(conn, self.config.source.database, spec.source_table, spec.key) != schema:
+                raise SourceUnavailableError(f"table {spec.name}: its columns changed while this run started; "
+                                             "run again", table=spec.name)
             chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
             log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size,
                      extra=PROGRESS)
             checkpoint = Checkpoint(spec.name, 0, Phase.SNAPSHOT, self.run_id,
-                                    snapshot=SnapshotProgress(schema.key, tuple(chunks)))
+                                    snapshot=SnapshotProgress(schema.key, tuple(chunks)), position=before)
         elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
             raise FatalError(
                 f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
@@ -269,8 +280,9 @@ class Pipeline:
         done_before = len(checkpoint.snapshot.done)
         for first in range(0, len(pending), per_commit):
             batch = pending[first : first + per_commit]
-            attempt = Checkpoint(spec.name, checkpoint.batch + 1, Phase.SNAPSHOT, self.run_id,
-                                 snapshot=checkpoint.snapshot)
+            # A table whose binlog phase began keeps its position: chunks read again after a DDL.
+            attempt = replace(checkpoint, batch=checkpoint.batch + 1, phase=Phase.SNAPSHOT, run_id=self.run_id,
+                              repair=False, ddl=None, schema_changes=())
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=batch,
                 bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
@@ -280,7 +292,7 @@ class Pipeline:
                              if spec.transform is None and spec.scd_type == 1 else None),
             )
             progress = checkpoint.snapshot.with_done(watermarks)
-            checkpoint = Checkpoint(spec.name, attempt.batch, Phase.SNAPSHOT, self.run_id, snapshot=progress)
+            checkpoint = replace(attempt, snapshot=progress)
             result.snapshot_rows += rows
             elapsed = max(time.monotonic() - started, 1e-6)
             log.info("%s: snapshot chunks %d/%d, %d rows, %.0f rows/s%s", spec.name,
@@ -386,6 +398,31 @@ class Pipeline:
             table.result.binlog_rows += capture.binlog_rows
             if capture.failure is not None:
                 table.fail(capture.failure)
+
+    def _read_chunks_again(self, conn: pymysql.connections.Connection, tables: Sequence[_Table],
+                           hold_idle: frozenset[str]) -> None:
+        """Read the chunks a DDL made stale (it came while they were read; see ``CatchUp``) with
+        the source's columns now, then catch those tables up again."""
+        for _ in range(REREAD_ROUNDS):
+            again = [t for t in tables if t.ok and t.checkpoint is not None and t.checkpoint.snapshot is not None
+                     and not t.checkpoint.snapshot.complete]
+            if not again:
+                return
+            for table in again:
+                try:
+                    table.schema = describe_table(conn, self.config.source.database, table.spec.source_table,
+                                                  table.spec.key)
+                    table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result, False)
+                except Exception as exc:  # recorded against this table; the others go on
+                    table.fail(exc, self.config.lake_root)
+            seen_at = time.time()
+            self._catch_up(conn, [t for t in again if t.ok], current_position(conn), hold_idle, seen_at)
+        for table in tables:
+            if table.ok and table.checkpoint is not None and table.checkpoint.snapshot is not None \
+                    and not table.checkpoint.snapshot.complete:
+                table.fail(FatalError(
+                    f"table {table.spec.name}: DDL kept coming while its snapshot chunks were read again "
+                    f"({REREAD_ROUNDS} rounds); run again once the schema changes are done", table=table.spec.name))
 
     def _end_snapshot(self, conn: pymysql.connections.Connection, table: _Table) -> None:
         """A snapshot-only table: the binlog read up to the position its last chunk was read at

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -39,6 +40,9 @@ def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
             described: T.StructType | None = None) -> DataFrame:
     """``df`` with ``changes`` applied in order; data columns first, then the ``meta`` columns.
     ``described``: the data columns' fields as they should end up (their metadata is kept)."""
+    forgotten = [Decimal(s) for c in changes if c.kind is Kind.FORGET for s in (c.value or "").split(",") if s]
+    if forgotten:
+        df = df.where(~((F.col("_op") == Op.READ.value) & F.col("_seq").isin(forgotten)))
     columns: dict[str, Column] = {f: F.col(quote_ident(f)) for f in df.columns}
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     for change in changes:
@@ -53,6 +57,8 @@ def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
             assert change.to is not None
             columns = {(change.to if k == name else k): v for k, v in columns.items()}
             types[change.to] = types[name]
+        elif change.kind is Kind.FORGET:
+            continue  # rows, filtered above
         elif change.kind is Kind.CAST:
             assert change.type is not None
             columns[name] = columns[name].cast(change.type)
@@ -83,9 +89,12 @@ def evolve_bronze(spark: SparkSession, path: str, changes: Sequence[LakeChange],
 
 
 def truncate_bronze(spark: SparkSession, path: str, key: Sequence[str], checkpoint: Checkpoint,
-                    position: BinlogPosition, source_ts: int, run_id: str) -> None:
-    """Record a TRUNCATE at ``position``: a delete of each key whose newest bronze row is not one."""
+                    position: BinlogPosition, source_ts: int, run_id: str, read_after: Sequence[Decimal] = ()) -> None:
+    """Record a TRUNCATE at ``position``: a delete of each key whose newest bronze row is not one.
+    ``read_after``: the ``_seq`` of snapshot chunks read after the TRUNCATE, whose rows stay."""
     changes = spark.read.format("delta").load(path)
+    if read_after:
+        changes = changes.where(~((F.col("_op") == Op.READ.value) & F.col("_seq").isin(list(read_after))))
     keys = [F.col(quote_ident(k)) for k in key]
     newest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
     current = (changes.withColumn("_rank", F.row_number().over(newest))

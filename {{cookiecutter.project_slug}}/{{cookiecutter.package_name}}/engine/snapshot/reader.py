@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -252,13 +252,8 @@ def snapshot_batch(
         missing = {c.index for c in chunks} - set(watermarks)
         if missing:
             raise RuntimeError(f"chunks {sorted(missing)} returned no watermark")
-        committed = Checkpoint(
-            table=checkpoint.table,
-            batch=checkpoint.batch,
-            phase=Phase.SNAPSHOT,
-            run_id=checkpoint.run_id,
-            snapshot=checkpoint.snapshot.with_done(watermarks),  # type: ignore[union-attr]
-        )
+        committed = replace(checkpoint, phase=Phase.SNAPSHOT,
+                            snapshot=checkpoint.snapshot.with_done(watermarks))  # type: ignore[union-attr]
         files = [s for s in staged if s.path is not None]
         if direct:
             # Into the table's folder only now: Delta will not create a table in a folder

@@ -138,7 +138,8 @@ class Checkpoint:
 
     def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None,
                     gtid: str | None = None) -> Checkpoint:
-        """The next binlog checkpoint; drops the chunk plan once past every watermark.
+        """The next binlog checkpoint; drops the chunk plan once every chunk is read and the
+    position is past every watermark.
         ``synced_at``: when ``position`` was the source's head, if it was; else the earlier
         checkpoint's time stays (a catch-up's intermediate commit is at least that fresh).
         ``gtid``: the GTID of the transaction ending at ``position`` (kept only when it moved
@@ -146,8 +147,10 @@ class Checkpoint:
         if gtid is None and position == self.position:
             gtid = self.gtid
         snapshot = self.snapshot
-        if snapshot is not None and position >= snapshot.high_watermark:
+        if snapshot is not None and snapshot.complete and position >= snapshot.high_watermark:
             snapshot = None
-        return replace(self, batch=self.batch + 1, phase=Phase.BINLOG, position=position,
+        # Chunks to read again (a DDL came while they were read) keep the table in its snapshot.
+        phase = Phase.SNAPSHOT if snapshot is not None and not snapshot.complete else Phase.BINLOG
+        return replace(self, batch=self.batch + 1, phase=phase, position=position,
                        snapshot=snapshot, run_id=run_id, repair=False, gtid=gtid, ddl=None, schema_changes=(),
                        synced_at=synced_at if synced_at is not None else self.synced_at)

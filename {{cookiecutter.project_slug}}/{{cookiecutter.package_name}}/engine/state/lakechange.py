@@ -18,6 +18,9 @@ class Kind(StrEnum):
     RENAME = "rename"  # ``column`` is now called ``to``
     CAST = "cast"  # ``column`` widens to ``type`` (every value kept exactly)
     FILL = "fill"  # ``column``'s NULLs become ``value`` (the column became NOT NULL)
+    # Snapshot rows of chunks read after the DDL (their ``_seq`` values, comma separated in
+    # ``value``) are removed: those chunks are read again with the new columns.
+    FORGET = "forget"
 
 
 @dataclass(frozen=True)
