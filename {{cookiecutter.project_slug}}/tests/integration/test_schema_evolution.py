@@ -137,6 +137,11 @@ def test_on_schema_change_ignore_keeps_the_lake_columns_and_goes_on(spark, confi
     silver_tier = spark.read.format("delta").load(config.table_path("silver", "customers")).where(
         "customer_id = 3").first()["tier"]
     assert silver_tier == "gold"
+    # The next run starts with the source wider than the lake, and still goes on.
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'silver' WHERE customer_id = 3;")
+    (again,) = Pipeline(config, spark, "run-3").ingest([spec])
+    assert again.status == "success" and again.binlog_rows == 1
+    assert list(_columns(spark, config, "silver")) == columns
 
 
 def test_a_history_silver_is_rebuilt_from_the_evolved_bronze(spark, config, mariadb):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from {{ cookiecutter.package_name }}.engine.cdc.capture import LAKE_COLUMNS
 from {{ cookiecutter.package_name }}.engine.cdc.evolution import Evolution, keeps_values, plan
 from {{ cookiecutter.package_name }}.engine.source import ddl
 from {{ cookiecutter.package_name }}.engine.source.ddl import AddColumn, DropColumn, ModifyColumn, RenameColumn
@@ -34,13 +35,13 @@ def now(*changed: ColumnInfo, drop: tuple[str, ...] = ()) -> TableSchema:
 
 
 def planned(sql: str, current: TableSchema) -> Evolution:
-    outcome = plan(BEFORE, ddl.parse(sql), current)
+    outcome = plan(BEFORE, ddl.parse(sql), current, LAKE_COLUMNS)
     assert isinstance(outcome, Evolution), outcome
     return outcome
 
 
 def refused(sql: str, current: TableSchema) -> str:
-    outcome = plan(BEFORE, ddl.parse(sql), current)
+    outcome = plan(BEFORE, ddl.parse(sql), current, LAKE_COLUMNS)
     assert isinstance(outcome, str), outcome
     return outcome
 
@@ -111,6 +112,23 @@ def test_statements_that_cannot_be_placed_exactly_say_why(sql, reason):
     assert parsed.unsupported is not None and reason in parsed.unsupported
 
 
+def test_comments_are_never_read_as_part_of_the_statement():
+    (change,) = ddl.parse("ALTER TABLE t ADD c INT /* NOT NULL later */ DEFAULT 5 -- was DEFAULT 0\n").changes
+    assert isinstance(change, AddColumn) and change.definition.nullable
+    assert change.definition.default is not None and change.definition.default.value == "5"
+    (change,) = ddl.parse("ALTER TABLE t ADD c VARCHAR(4) DEFAULT 'a' 'b' # two literals are one\n").changes
+    assert isinstance(change, AddColumn) and change.definition.default is not None
+    assert change.definition.default.value == "ab"
+
+
+def test_an_attribute_the_parser_does_not_know_makes_the_statement_unsupported():
+    parsed = ddl.parse("ALTER TABLE t ADD c INT FROBNICATED DEFAULT 1")
+    assert parsed.unsupported is not None and "FROBNICATED" in parsed.unsupported
+    known = ddl.parse("ALTER TABLE t ADD c VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL "
+                      "DEFAULT 'x' COMMENT 'nick' INVISIBLE ON UPDATE CURRENT_TIMESTAMP CHECK (c <> '') AFTER b")
+    assert known.unsupported is None
+
+
 def test_truncate_is_recognised():
     assert ddl.parse("TRUNCATE TABLE demo.t").truncate and ddl.parse("truncate t").truncate
 
@@ -143,7 +161,18 @@ def test_a_not_null_column_without_default_takes_the_servers_implicit_default(de
     ("ALTER TABLE t ADD c INT AUTO_INCREMENT UNIQUE", col("c", "int(11)"), "AUTO_INCREMENT"),
     ("ALTER TABLE t ADD c INT AS (n + 1) VIRTUAL", col("c", "int(11)"), "generated"),
     ("ALTER TABLE t ADD c TIMESTAMP NOT NULL", col("c", "timestamp", False), "implicit default"),
-    ("ALTER TABLE t ADD c BIT(3) DEFAULT 1", col("c", "bit(3)"), "not interpreted"),
+    ("ALTER TABLE t ADD c BIT(3) DEFAULT 1", col("c", "bit(3)"), "not taken as written"),
+    # MySQL converts these literals: a two-digit year, a case-folded ENUM member, a rounded
+    # fraction, an escape whose meaning depends on sql_mode, a fraction into an integer.
+    ("ALTER TABLE t ADD c YEAR DEFAULT 24", col("c", "year(4)"), "not taken as written"),
+    ("ALTER TABLE t ADD c ENUM('a','b') DEFAULT 'A'", col("c", "enum('a','b')"), "not taken as written"),
+    ("ALTER TABLE t ADD c DATETIME DEFAULT '2020-01-01 10:00:00.6'", col("c", "datetime"), "not taken as written"),
+    ("ALTER TABLE t ADD c VARCHAR(9) DEFAULT 'a\\\\b'", col("c", "varchar(9)"), "not taken as written"),
+    ("ALTER TABLE t ADD c INT DEFAULT 1.5", col("c", "int(11)"), "not taken as written"),
+    # explicit_defaults_for_timestamp decides; the server shows NOT NULL for a declared NULL.
+    ("ALTER TABLE t ADD c TIMESTAMP", col("c", "timestamp", False), "explicit_defaults_for_timestamp"),
+    ("ALTER TABLE t ADD c INT NULL", col("c", "int(11)", False), "NOT NULL on the source"),
+    ("ALTER TABLE t ADD _op INT", col("_op", "int(11)"), "name of a lake column"),
     # The server shows what a later DDL made of a column whose declaration does not say enough.
     ("ALTER TABLE t ADD c UUID", col("c", "inet6"), "another DDL changed it since"),
     ("ALTER TABLE t ADD c VARCHAR(5) CHARACTER SET binary", col("c", "varchar(9)"), "another DDL changed it since"),
@@ -206,10 +235,42 @@ def test_widening_casts_and_a_new_not_null_fills_the_former_nulls():
     (col("c", "enum('a','b')"), col("c", "enum('a','b','c')"), True),
     (col("c", "enum('a','b')"), col("c", "enum('b','a')"), False),
     (col("c", "datetime"), col("c", "datetime(3)"), True),
+    # Held as text past 38 digits: a new scale would print existing values differently.
+    (col("c", "decimal(40,2)", precision=40, scale=2), col("c", "decimal(42,4)", precision=42, scale=4), False),
+    # A TEXT may hold 65,535 one-byte characters: a VARCHAR(16384) would cut them.
+    (col("c", "text"), col("c", "varchar(16384)"), False),
+    (col("c", "tinytext"), col("c", "varchar(255)"), True),
     (col("c", "date"), col("c", "datetime"), False),
 ])
 def test_only_changes_that_keep_every_stored_value_are_applied(old, new, kept):
     assert keeps_values(old, new) is kept
+
+
+def test_column_names_match_without_case_and_keep_the_tables_spelling():
+    evolution = planned("ALTER TABLE t DROP COLUMN NAME, RENAME COLUMN Amount TO total", now())
+    assert evolution.changes == (LakeChange(Kind.DROP, "name"), LakeChange(Kind.RENAME, "amount", to="total"))
+
+
+def test_a_char_default_is_stored_without_trailing_spaces():
+    (change,) = planned("ALTER TABLE t ADD c CHAR(5) DEFAULT 'ab  '", now(col("c", "char(5)"))).changes
+    assert change.value == "ab"
+
+
+def test_not_null_follows_the_declaration_even_when_the_server_shows_a_later_null():
+    # MODIFY n INT NOT NULL (NULLs became 0), then MODIFY n INT NULL, both before capture reads the first.
+    evolution = planned("ALTER TABLE t MODIFY n INT NOT NULL", now(col("n", "int(11)", True)))
+    assert LakeChange(Kind.FILL, "n", value="0") in evolution.changes
+    assert not evolution.schema.column("n").nullable
+
+
+def test_appended_set_members_change_no_value_but_bronze_records_the_new_description():
+    before_set = TableSchema("demo", "t", (*BEFORE.columns, col("s", "set('a','b')")), ("id",))
+    ddl_text = ddl.parse("ALTER TABLE t MODIFY s SET('a','b','c')")
+    outcome = plan(before_set, ddl_text, TableSchema("demo", "t", (*BEFORE.columns, col("s", "set('a','b','c')")),
+                                                     ("id",)))
+    assert isinstance(outcome, Evolution)
+    assert outcome.changes == (LakeChange(Kind.DESCRIBE, "s"),)
+    assert outcome.schema.column("s").members == ("a", "b", "c")
 
 
 def test_a_narrowing_modify_stops_naming_both_types():

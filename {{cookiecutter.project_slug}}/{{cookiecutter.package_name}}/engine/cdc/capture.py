@@ -27,7 +27,7 @@ from ..config.project import Delivery, Layer, ProjectConfig, SchemaPolicy
 from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
-from ..sink import bronze, evolve
+from ..sink import bronze, evolve, history
 from ..sink.silver import LOCAL_BATCH_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys
 from ..source import ddl as ddl_text
@@ -80,8 +80,12 @@ class TableCapture:
     # The bronze batches committed by this catch-up, as written, while they add up to at most
     # silver.LOCAL_BATCH_ROWS rows: silver then merges them without reading bronze back.
     recent: dict[int, pa.Table] = field(default_factory=dict)
-    # on_schema_change='ignore' after a DDL: rows are cut to the lake's columns (missing: NULL).
+    # on_schema_change='ignore': rows are cut to the lake's columns (missing: NULL).
     project: bool = False
+
+
+# Columns of the lake's own, which a source column must never take (nor overwrite in a rewrite).
+LAKE_COLUMNS = frozenset({*bronze.META_COLUMNS, *history.CHANGE_META, *history.HISTORY_META, "_rank", "_at"})
 
 
 def table_stopped(table: str, detail: str, position: BinlogPosition | None = None) -> FatalError:
@@ -123,7 +127,7 @@ def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: T
             start < progress.high_watermark or not progress.complete):
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
     return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
-                        hold_idle=hold_idle)
+                        hold_idle=hold_idle, project=spec.on_schema_change is SchemaPolicy.IGNORE)
 
 
 def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[RowChange]:
@@ -296,7 +300,7 @@ class CatchUp:
             log.info("%s: TRUNCATE at %s recorded (silver is emptied there)", name, change.position)
         else:
             now = describe_table(conn, self.config.source.database, capture.schema.table, capture.spec.key)
-            evolution = plan(capture.schema, parsed, now)
+            evolution = plan(capture.schema, parsed, now, LAKE_COLUMNS)
             if isinstance(evolution, str):
                 raise schema_changed(name, f"{what}: {evolution}", change.position)
             if not evolution.changes:

@@ -21,6 +21,7 @@ A change is applied only when every value the source holds afterwards is known:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from ..source.ddl import AddColumn, ColumnDefinition, Default, DropColumn, ModifyColumn, RenameColumn, TableDdl
@@ -32,6 +33,7 @@ INTEGER_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint":
 TEXT_CAPACITY = {"tinytext": 255, "text": 65_535, "mediumtext": 16_777_215, "longtext": 4_294_967_295}
 BLOB_CAPACITY = {"tinyblob": 255, "blob": 65_535, "mediumblob": 16_777_215, "longblob": 4_294_967_295}
 MAX_BYTES_PER_CHAR = 4
+SPARK_MAX_PRECISION = 38
 NUMERIC = {"tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "float", "double", "year"}
 STRINGS = {"char", "varchar", *TEXT_CAPACITY}
 # Types whose parenthesised arguments change what is stored.
@@ -53,18 +55,23 @@ class Evolution:
     changes: tuple[LakeChange, ...]
 
 
-def plan(before: TableSchema, ddl: TableDdl, now: TableSchema) -> Evolution | str:
+def plan(before: TableSchema, ddl: TableDdl, now: TableSchema,
+         reserved: frozenset[str] = frozenset()) -> Evolution | str:
     """The evolution ``ddl`` makes of ``before``, or why it cannot be applied exactly.
-    ``now``: the table as the server describes it at present."""
+    ``now``: the table as the server describes it at present; ``reserved``: the lake's own
+    column names, which no source column may take. Column names match without case, as in MySQL."""
     if ddl.unsupported is not None:
         return ddl.unsupported
     columns = list(before.columns)
     changes: list[LakeChange] = []
+    key = {k.lower() for k in before.key}
+    taken = {r.lower() for r in reserved}
     for change in ddl.changes:
-        names = [c.name for c in columns]
         if isinstance(change, AddColumn):
-            if change.name in names:
+            if _find(columns, change.name) is not None:
                 return f"column {change.name} exists already"
+            if change.name.lower() in taken:
+                return f"column {change.name} has the name of a lake column"
             info = _described(now, change.name, change.definition)
             if isinstance(info, str):
                 return info
@@ -74,68 +81,87 @@ def plan(before: TableSchema, ddl: TableDdl, now: TableSchema) -> Evolution | st
             columns.append(info)
             changes.append(LakeChange(Kind.ADD, info.name, type=spark_type(info).simpleString(), value=value.value))
         elif isinstance(change, DropColumn):
-            if change.name not in names:
+            at = _find(columns, change.name)
+            if at is None:
                 return f"column {change.name} is not in the table"
-            if change.name in before.key:
-                return f"key column {change.name} is dropped"
-            columns = [c for c in columns if c.name != change.name]
-            changes.append(LakeChange(Kind.DROP, change.name))
+            if columns[at].name.lower() in key:
+                return f"key column {columns[at].name} is dropped"
+            changes.append(LakeChange(Kind.DROP, columns.pop(at).name))
         elif isinstance(change, RenameColumn):
-            problem = _renamable(change.old, change.new, names, before.key)
-            if problem:
-                return problem
-            columns = [replace(c, name=change.new) if c.name == change.old else c for c in columns]
-            changes.append(LakeChange(Kind.RENAME, change.old, to=change.new))
+            found = _renamable(change.old, change.new, columns, key, taken)
+            if isinstance(found, str):
+                return found
+            changes.append(LakeChange(Kind.RENAME, columns[found].name, to=change.new))
+            columns[found] = replace(columns[found], name=change.new)
         else:
-            outcome = _modify(change, columns, before.key, now)
+            outcome = _modify(change, columns, key, taken, now)
             if isinstance(outcome, str):
                 return outcome
-            columns, more = outcome
-            changes.extend(more)
+            changes.extend(outcome)
     return Evolution(replace(before, columns=tuple(columns)), tuple(changes))
 
 
-def _renamable(old: str, new: str, names: list[str], key: tuple[str, ...]) -> str | None:
-    if old not in names:
+def _find(columns: list[ColumnInfo], name: str) -> int | None:
+    wanted = name.lower()
+    return next((i for i, c in enumerate(columns) if c.name.lower() == wanted), None)
+
+
+def _renamable(old: str, new: str, columns: list[ColumnInfo], key: set[str], taken: set[str]) -> int | str:
+    """Where column ``old`` is, if it may be called ``new``; else why not."""
+    at = _find(columns, old)
+    if at is None:
         return f"column {old} is not in the table"
-    if new != old and new in names:
+    other = _find(columns, new)
+    if other is not None and other != at:
         return f"column {new} exists already"
-    if old in key and new != old:
-        return f"key column {old} is renamed"
-    return None
+    if new.lower() in taken:
+        return f"column {new} has the name of a lake column"
+    if columns[at].name.lower() in key and new != columns[at].name:
+        return f"key column {columns[at].name} is renamed"
+    return at
 
 
-def _modify(change: ModifyColumn, columns: list[ColumnInfo], key: tuple[str, ...],
-            now: TableSchema) -> tuple[list[ColumnInfo], list[LakeChange]] | str:
-    names = [c.name for c in columns]
-    problem = _renamable(change.old, change.new, names, key)
-    if problem:
-        return problem
-    old = columns[names.index(change.old)]
-    info = _described(now, change.new, change.definition)
+def _modify(change: ModifyColumn, columns: list[ColumnInfo], key: set[str], taken: set[str],
+            now: TableSchema) -> list[LakeChange] | str:
+    """Apply MODIFY/CHANGE to ``columns`` in place; the lake changes that match."""
+    at = _renamable(change.old, change.new, columns, key, taken)
+    if isinstance(at, str):
+        return at
+    old = columns[at]
+    declared = change.definition
+    info = _described(now, change.new, declared)
     if isinstance(info, str):
         return info
-    if change.definition.auto_increment and not old.column_type == info.column_type:
-        return f"column {change.old} becomes AUTO_INCREMENT"
-    if change.old in key and old.column_type != info.column_type:
-        return f"key column {change.old} changes type"
+    if declared.auto_increment and old.column_type != info.column_type:
+        return f"column {old.name} becomes AUTO_INCREMENT"
+    if old.name.lower() in key and old.column_type != info.column_type:
+        return f"key column {old.name} changes type"
     if not keeps_values(old, info):
-        return (f"column {change.old} changes from {old.column_type} to {info.column_type}, which may "
+        return (f"column {old.name} changes from {old.column_type} to {info.column_type}, which may "
                 "convert, truncate or pad the values it holds")
     changes: list[LakeChange] = []
-    if change.new != change.old:
-        changes.append(LakeChange(Kind.RENAME, change.old, to=change.new))
+    if change.new != old.name:
+        changes.append(LakeChange(Kind.RENAME, old.name, to=change.new))
     new_type = spark_type(info)
     if new_type != spark_type(old):
         changes.append(LakeChange(Kind.CAST, change.new, type=new_type.simpleString()))
-    if old.nullable and not info.nullable:
+    # The declaration says whether the column is NOT NULL from now on (the server's description
+    # may already show a later DDL). Its NULLs then hold what the server converted them to.
+    if old.nullable and not declared.nullable:
+        if info.data_type == "timestamp" and not declared.nullable_declared:
+            return f"column {old.name} becomes a TIMESTAMP whose nullability depends on explicit_defaults_for_timestamp"
         implicit = implicit_default(info)
         if isinstance(implicit, str):
-            return f"column {change.old} becomes NOT NULL and its NULLs become {implicit}"
+            return f"column {old.name} becomes NOT NULL and its NULLs become {implicit}"
         if implicit.value is not None:
             changes.append(LakeChange(Kind.FILL, change.new, value=implicit.value))
-    columns = [info if c.name == change.old else c for c in columns]
-    return columns, changes
+    info = replace(info, nullable=declared.nullable)
+    if not changes and info != replace(old, name=change.new):
+        # Nothing the lake holds changes, but how the binlog's values are read may (SET/ENUM
+        # members, character set): bronze records the new description.
+        changes.append(LakeChange(Kind.DESCRIBE, change.new))
+    columns[at] = info
+    return changes
 
 
 def _described(now: TableSchema, name: str, declared: ColumnDefinition) -> ColumnInfo | str:
@@ -146,12 +172,10 @@ def _described(now: TableSchema, name: str, declared: ColumnDefinition) -> Colum
         return f"column {name} is generated: the server computes its values, the binlog does not say them"
     if declared.primary_key:
         return "the primary key changes"
-    try:
-        info = now.column(name)
-    except KeyError:
-        info = None
+    at = _find(list(now.columns), name)
+    info = now.columns[at] if at is not None else None
     if info is not None and matches(declared, info):
-        return info
+        return replace(info, name=name) if info.name.lower() == name.lower() else info
     return declared_column(name, declared)
 
 
@@ -199,11 +223,13 @@ def keeps_values(old: ColumnInfo, new: ColumnInfo) -> bool:
     if a == b == "decimal":
         p, s = old.precision or 10, old.scale or 0
         q, t = new.precision or 10, new.scale or 0
-        return old.unsigned == new.unsigned and t >= s and q - t >= p - s and (q <= 38) == (p <= 38)
+        if p > SPARK_MAX_PRECISION or q > SPARK_MAX_PRECISION:
+            return (p, s) == (q, t) and old.unsigned == new.unsigned  # held as text: the scale is in it
+        return old.unsigned == new.unsigned and t >= s and q - t >= p - s
     if a in STRINGS and b in STRINGS:
         if _charsets_differ(old, new) or (b == "char" and a != "char"):
             return False  # re-encoded, or trailing spaces stripped
-        return _capacity(new) >= _capacity(old)
+        return _least_characters(new) >= _most_characters(old)
     if a in {"varbinary", *BLOB_CAPACITY} and b in {"varbinary", *BLOB_CAPACITY}:
         return _capacity(new) >= _capacity(old)
     if a == b and a in {"enum", "set"}:
@@ -229,9 +255,15 @@ def implicit_default(info: ColumnInfo) -> Default | str:
 
 
 def _existing_value(declared: ColumnDefinition, info: ColumnInfo) -> Default | str:
-    """What rows that existed before ADD COLUMN hold in it, canonical, or why it is unknown."""
+    """What rows that existed before ADD COLUMN hold in it, in the lake's form, or why that is not
+    known exactly. Only literals are taken, and only where MySQL stores them as written."""
     if declared.auto_increment:
         return f"column {info.name} is AUTO_INCREMENT: existing rows are numbered by the server"
+    if info.data_type == "timestamp" and not declared.nullable_declared:
+        return f"TIMESTAMP column {info.name}'s nullability and default depend on explicit_defaults_for_timestamp"
+    if info.nullable != declared.nullable:
+        return (f"column {info.name} is {'NULL' if info.nullable else 'NOT NULL'} on the source, not as this DDL "
+                "declared it (another DDL changed it since)")
     value: Default | str = declared.existing_value
     if declared.default is None and not declared.nullable:
         value = implicit_default(info)
@@ -241,21 +273,38 @@ def _existing_value(declared: ColumnDefinition, info: ColumnInfo) -> Default | s
         return f"existing rows get {value.text or 'a value'} in column {info.name}, which the binlog does not carry"
     if value.value is None:
         return value
-    kind = info.data_type
-    literal = value.value
-    if kind in NUMERIC:
-        try:
-            float(literal)
-        except ValueError:
-            return f"DEFAULT {value.text} of numeric column {info.name} is not a number"
-        return Default(True, literal)
-    if kind in STRINGS or kind == "enum":
-        return Default(True, literal, True)
+    if info.data_type in {"date", "datetime"} and value.value.strip("0-:. ") == "":
+        return Default(True)  # the zero date: NULL in the lake
+    literal = _stored_literal(info, value)
+    if literal is None:
+        return f"DEFAULT {value.text} of a {info.column_type} column is not taken as written here"
+    return Default(True, literal, value.is_string)
+
+
+def _stored_literal(info: ColumnInfo, value: Default) -> str | None:
+    """The literal as the column stores it, or None where MySQL would convert it (rounding,
+    two-digit years, case, escapes that depend on sql_mode)."""
+    kind, literal = info.data_type, value.value or ""
+    if "\\" in value.text:
+        return None  # backslash escapes depend on NO_BACKSLASH_ESCAPES
+    if kind in INTEGER_RANK:
+        return literal if re.fullmatch(r"-?\d+", literal) else None
+    if kind == "year":
+        return literal if re.fullmatch(r"\d{4}", literal) else None
+    if kind in {"decimal", "float", "double"}:
+        return literal if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", literal) else None
+    if kind == "char":
+        return literal.rstrip(" ")  # CHAR values are read without trailing spaces
+    if kind in STRINGS:
+        return literal
+    if kind == "enum":
+        return literal if literal in info.members else None
     if kind in {"date", "datetime"}:
-        if literal.strip("0-:. ") == "":
-            return Default(True)  # the zero date: NULL in the lake
-        return Default(True, literal, True)
-    return f"DEFAULT {value.text} of a {info.column_type} column is not interpreted here"
+        fraction = re.search(r"\.(\d+)$", literal)
+        if fraction and len(fraction.group(1)) > (info.display_width or 0):
+            return None  # rounded to the column's precision
+        return literal
+    return None
 
 
 def _declared_size(declared: ColumnDefinition) -> tuple[int, ...]:
@@ -283,6 +332,18 @@ def _described_size(info: ColumnInfo) -> tuple[int, ...]:
 def _charsets_differ(old: ColumnInfo, new: ColumnInfo) -> bool:
     """Known to differ (a column taken from its declaration may not name its character set)."""
     return old.charset is not None and new.charset is not None and old.charset != new.charset
+
+
+def _most_characters(info: ColumnInfo) -> int:
+    """The most characters a string column may hold (a TEXT of n bytes: n one-byte characters)."""
+    return TEXT_CAPACITY.get(info.data_type, info.display_width or 0)
+
+
+def _least_characters(info: ColumnInfo) -> int:
+    """The characters a string column holds whatever they are (a TEXT of n bytes: n/4 of them)."""
+    if info.data_type in TEXT_CAPACITY:
+        return TEXT_CAPACITY[info.data_type] // MAX_BYTES_PER_CHAR
+    return info.display_width or 0
 
 
 def _capacity(info: ColumnInfo) -> int:

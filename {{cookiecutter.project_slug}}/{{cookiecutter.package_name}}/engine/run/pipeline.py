@@ -171,7 +171,7 @@ class Pipeline:
                         self._drop_lake_tables(table.spec.name)
                     table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
                                                       require_snapshot)
-                    if table.checkpoint.phase == Phase.BINLOG and table.spec.followed:
+                    if table.checkpoint.position is not None and table.spec.followed:
                         table.schema = self._capture_schema(
                             table.spec, table.schema, self.config.table_path(Layer.BRONZE, table.spec.name))
                 except Exception as exc:  # recorded against this table; the others go on
@@ -270,6 +270,10 @@ class Pipeline:
                 f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name,
             )
         elif checkpoint.phase == Phase.SNAPSHOT:
+            if checkpoint.position is not None and spec.followed and not self._lake_matches(schema, path):
+                # A DDL since the chunks already read: the catch-up applies it first (it may send
+                # more chunks back to be read), then the pending chunks are read with its columns.
+                return checkpoint
             self._check_lake_schema(spec.name, schema, path)
         if checkpoint.phase != Phase.SNAPSHOT or checkpoint.snapshot is None:
             return checkpoint
@@ -317,6 +321,10 @@ class Pipeline:
                 raise schema_changed(name, f"column {now.name} is now {column.column_type} "
                                      f"({now.dataType.simpleString()}), bronze has {was.dataType.simpleString()}")
 
+    def _lake_matches(self, schema: TableSchema, path: str) -> bool:
+        lake = {f.name: f.dataType for f in self._lake_fields(path)}
+        return lake == {f.name: f.dataType for f in spark_schema(schema).fields}
+
     def _lake_fields(self, path: str) -> list[T.StructField]:
         return [f for f in self.spark.read.format("delta").load(path).schema.fields
                 if f.name not in bronze.META_COLUMNS]
@@ -326,22 +334,25 @@ class Pipeline:
         the binlog has yet to deliver changed them since. Then they are bronze's, as recorded in its
         schema (see ``typemap.described_schema``), and the catch-up evolves them at that DDL."""
         lake = self._lake_fields(path)
-        if {f.name: f.dataType for f in lake} == {f.name: f.dataType for f in spark_schema(source).fields}:
-            return source
-        if spec.on_schema_change is SchemaPolicy.STOP:
+        same = {f.name: f.dataType for f in lake} == {f.name: f.dataType for f in spark_schema(source).fields}
+        if not same and spec.on_schema_change is SchemaPolicy.STOP:
             self._check_lake_schema(spec.name, source, path)
         by_name = {c.name: c for c in source.columns}
         columns = []
         for f in lake:
+            # Bronze's record is the truth at the checkpoint: the source's description may already
+            # show a DDL the binlog has yet to deliver, even one that keeps the Spark type.
             info = described_column(f)
             if info is None and f.name in by_name and spark_type(by_name[f.name]) == f.dataType:
-                info = by_name[f.name]
+                info = by_name[f.name]  # a lake written before bronze recorded descriptions
             if info is None:
                 self._check_lake_schema(spec.name, source, path)  # raises, naming the difference
                 raise schema_changed(spec.name, f"bronze column {f.name} is not on the source")
             columns.append(info)
         if not set(source.key) <= {c.name for c in columns}:
             raise schema_changed(spec.name, f"key {source.key} is not among bronze's columns")
+        if same and all(by_name[c.name] == c for c in columns):
+            return replace(source, columns=tuple(columns))  # in bronze's order (added columns last)
         log.info("%s: bronze has columns %s, the source %s: the binlog's DDL since the checkpoint changes them",
                  spec.name, [c.name for c in columns], list(source.column_names))
         return replace(source, columns=tuple(columns))

@@ -57,8 +57,8 @@ def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
             assert change.to is not None
             columns = {(change.to if k == name else k): v for k, v in columns.items()}
             types[change.to] = types[name]
-        elif change.kind is Kind.FORGET:
-            continue  # rows, filtered above
+        elif change.kind in (Kind.FORGET, Kind.DESCRIBE):
+            continue  # rows filtered above; a description goes with ``described``
         elif change.kind is Kind.CAST:
             assert change.type is not None
             columns[name] = columns[name].cast(change.type)
@@ -120,6 +120,7 @@ def evolve_silver(spark: SparkSession, path: str, changes: Sequence[LakeChange],
     """Apply ``changes`` to silver in one commit carrying ``marker``: a metadata-only commit when
     they only add columns that are NULL in existing rows, else a rewrite."""
     current = spark.read.format("delta").load(path)
+    changes = [c for c in changes if c.changes_silver]
     if not any(c.rewrites_rows for c in changes):
         added = [T.StructField(c.column, T._parse_datatype_string(c.type or ""), True) for c in changes]
         empty = spark.createDataFrame([], T.StructType([*current.schema.fields, *added]))

@@ -40,6 +40,8 @@ _TABLE_OPTIONS = {
 _INDEX_WORDS = {"INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "CONSTRAINT", "FOREIGN", "CHECK",
                 "VECTOR"}
 _IDENT = r"`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+"
+# Whitespace and comments ("-- " needs a space or the line's end: "--1" is minus minus one).
+_SKIP = re.compile(r"(?:\s+|/\*.*?\*/|--(?=\s|$)[^\n]*|#[^\n]*)*", re.DOTALL)
 _TOKEN = re.compile(
     rf"\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![A-Za-z_$])|{_IDENT}|'(?:[^'\\]|\\.|'')*'"
     r"|\"(?:[^\"\\]|\\.|\"\")*\"|[(),=.]|\S)",
@@ -74,6 +76,7 @@ class ColumnDefinition:
     auto_increment: bool = False
     primary_key: bool = False
     charset: str | None = None  # CHARACTER SET / CHARSET as declared (None: the table's default)
+    nullable_declared: bool = False  # NULL or NOT NULL is written (TIMESTAMP's default depends on it)
 
     @property
     def existing_value(self) -> Default:
@@ -167,9 +170,14 @@ def unquote(name: str) -> str:
 
 
 def _tokens(text: str) -> list[str]:
+    """Identifiers, literals and punctuation; comments are skipped (a comment may say anything,
+    e.g. ``/* NOT NULL later */``, and must never be read as part of the statement)."""
     tokens = []
     position = 0
     while position < len(text):
+        position = _SKIP.match(text, position).end()  # type: ignore[union-attr]
+        if position >= len(text):
+            break
         match = _TOKEN.match(text, position)
         if not match:
             break
@@ -209,7 +217,7 @@ def _item(item: list[str]) -> list[ColumnChange] | str | None:
         rest = words[1:]
         if rest[:2] == ["PRIMARY", "KEY"]:
             return "the primary key changes"
-        if rest[:1] and rest[0] in _INDEX_WORDS | {"FOREIGN"}:
+        if rest[:1] and rest[0] in {"INDEX", "KEY", "FOREIGN", "CONSTRAINT", "CHECK"}:
             return None
         j = 2 if rest[:1] == ["COLUMN"] else 1
         if words[j : j + 2] == ["IF", "EXISTS"]:
@@ -313,43 +321,82 @@ def _definition(tokens: list[str]) -> ColumnDefinition | str:
     if name == "float" and len(arguments) == 1:  # FLOAT(p): a double from 25 binary digits on
         name, arguments = ("float" if int(arguments[0]) <= 24 else "double"), ()
     name = TYPE_SYNONYMS.get(name, name)
-    unsigned = False
-    nullable = True
-    default: Default | None = None
-    generated = auto_increment = primary = False
-    charset: str | None = None
+    attributes = _attributes(tokens, i)
+    if isinstance(attributes, str):
+        return attributes
+    primary = attributes.get("primary", False)
+    nullable = attributes.get("nullable", True)
+    return ColumnDefinition(name, arguments, bool(attributes.get("unsigned")), bool(nullable) and not primary,
+                            attributes.get("default"), bool(attributes.get("generated")),  # type: ignore[arg-type]
+                            bool(attributes.get("auto_increment")), bool(primary),
+                            attributes.get("charset"), "nullable" in attributes)  # type: ignore[arg-type]
+
+
+# Attributes that change nothing the lake holds: (words, how many tokens follow them as values).
+_PLAIN_ATTRIBUTES = {
+    ("SIGNED",): 0, ("BINARY",): 0, ("ASCII",): 0, ("UNICODE",): 0, ("BYTE",): 0, ("INVISIBLE",): 0,
+    ("VISIBLE",): 0, ("COLLATE",): 1, ("COMMENT",): 1, ("COLUMN_FORMAT",): 1, ("STORAGE",): 1,
+    ("SRID",): 1, ("UNIQUE", "KEY"): 0, ("UNIQUE",): 0,
+}
+_POSITION_WORDS = {"FIRST", "AFTER"}
+
+
+def _attributes(tokens: list[str], i: int) -> dict[str, object] | str:
+    """The attributes of a column definition after its type; an attribute this parser does not
+    know makes the definition unreadable (it might change the column's values)."""
+    words = [t.upper() for t in tokens]
+    found: dict[str, object] = {}
     while i < len(words):
         word = words[i]
-        if word in {"CHARSET", "CHARACTER"} and i + 1 < len(words):
-            i += 2 if word == "CHARSET" or words[i + 1] != "SET" else 3
-            charset = unquote(tokens[i - 1]).lower() if i - 1 < len(tokens) else None
-        elif word in {"UNSIGNED", "ZEROFILL"}:
-            unsigned = True
+        if word in _POSITION_WORDS:
+            break  # FIRST / AFTER col: where the column goes, the definition is over
+        plain = next((n for ws, n in _PLAIN_ATTRIBUTES.items() if tuple(words[i : i + len(ws)]) == ws), None)
+        if plain is not None:
+            length = next(len(ws) for ws, n in _PLAIN_ATTRIBUTES.items() if tuple(words[i : i + len(ws)]) == ws)
+            i += length
+            if words[i : i + 1] == ["="]:
+                i += 1
+            i += plain
+        elif word in {"CHARSET", "CHARACTER"}:
+            i += 1 if word == "CHARSET" else 2
+            if words[i : i + 1] == ["="]:
+                i += 1
+            found["charset"] = unquote(tokens[i]).lower() if i < len(tokens) else None
             i += 1
-        elif word == "NOT" and words[i + 1 : i + 2] == ["NULL"]:
-            nullable = False
+        elif word in {"UNSIGNED", "ZEROFILL"}:
+            found["unsigned"] = True
+            i += 1
+        elif words[i : i + 2] == ["NOT", "NULL"]:
+            found["nullable"] = False
             i += 2
         elif word == "NULL":
-            nullable = True
+            found["nullable"] = True
             i += 1
         elif word == "DEFAULT":
-            default, i = _default(tokens, i + 1)
+            found["default"], i = _default(tokens, i + 1)
+        elif words[i : i + 2] == ["ON", "UPDATE"]:  # ON UPDATE CURRENT_TIMESTAMP[(n)]: later updates only
+            i += 3
+            if words[i : i + 1] == ["("]:
+                close = _closing(tokens, i)
+                i = len(words) if close is None else close + 1
         elif word in {"AS", "GENERATED"}:
-            generated = True
-            i += 1
+            found["generated"] = True
+            break  # the rest is the expression
         elif word == "AUTO_INCREMENT":
-            auto_increment = True
+            found["auto_increment"] = True
             i += 1
-        elif word == "PRIMARY":
-            primary = True
+        elif word == "PRIMARY" or word == "KEY":
+            found["primary"] = True
+            i += 2 if words[i : i + 2] == ["PRIMARY", "KEY"] else 1
+        elif word in {"CHECK", "CONSTRAINT", "REFERENCES"}:
+            break  # a constraint: it refuses rows, it changes none
+        elif word in {"COMPRESSED", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE", "REF_SYSTEM_ID"}:
             i += 1
-        elif word == "(":
-            close = _closing(tokens, i)
-            i = len(words) if close is None else close + 1
+            if words[i : i + 1] == ["="]:
+                i += 2
         else:
-            i += 1
-    return ColumnDefinition(name, arguments, unsigned, nullable and not primary, default, generated,
-                            auto_increment, primary, charset)
+            return f"cannot read {tokens[i]!r} in a column definition"
+    return found
 
 
 def _default(tokens: list[str], i: int) -> tuple[Default, int]:
@@ -360,7 +407,11 @@ def _default(tokens: list[str], i: int) -> tuple[Default, int]:
     if upper == "NULL":
         return NULL_DEFAULT, i + 1
     if token[:1] in {"'", '"'}:
-        return Default(True, _string_literal(token), True, token), i + 1
+        value, end = _string_literal(token), i + 1
+        while end < len(tokens) and tokens[end][:1] in {"'", '"'}:  # 'a' 'b' is 'ab'
+            value += _string_literal(tokens[end])
+            end += 1
+        return Default(True, value, True, " ".join(tokens[i:end])), end
     if re.fullmatch(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?", token):
         return Default(True, token.lstrip("+"), False, token), i + 1
     if token in {"-", "+"} and i + 1 < len(tokens) and re.fullmatch(r"\d+(?:\.\d*)?", tokens[i + 1]):

@@ -21,6 +21,9 @@ class Kind(StrEnum):
     # Snapshot rows of chunks read after the DDL (their ``_seq`` values, comma separated in
     # ``value``) are removed: those chunks are read again with the new columns.
     FORGET = "forget"
+    # The column's source description changed, nothing it holds (SET/ENUM members appended, a
+    # character set): bronze records the new description, silver has nothing to do.
+    DESCRIBE = "describe"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class LakeChange:
     def rewrites_rows(self) -> bool:
         """Whether existing files must be rewritten (else a metadata-only schema change)."""
         return not (self.kind is Kind.ADD and self.value is None)
+
+    @property
+    def changes_silver(self) -> bool:
+        return self.kind is not Kind.DESCRIBE
 
     def to_json(self) -> dict[str, Any]:
         return {k: (v.value if isinstance(v, Kind) else v) for k, v in asdict(self).items() if v is not None}
