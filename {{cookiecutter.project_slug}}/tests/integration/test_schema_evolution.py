@@ -200,3 +200,32 @@ def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read
     (later,) = Pipeline(config, spark, "run-2").ingest([spec])
     assert later.status == "success" and later.binlog_rows == 1
     assert_silver_equals_source(spark, config, "customers")
+
+
+def test_a_ddl_after_an_interrupted_snapshot_is_applied_before_the_remaining_chunks_are_read(
+        spark, config, mariadb, monkeypatch):
+    config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
+    real = pipeline.snapshot_batch
+    batches: list[int] = []
+
+    def killed_after_two_batches(*args, **kwargs):
+        if len(batches) == 2:
+            raise KeyboardInterrupt  # the run dies here; two batches (four chunks) are in bronze
+        batches.append(1)
+        return real(*args, **kwargs)
+
+    spec = TableSpec("customers", "customers")
+    monkeypatch.setattr(pipeline, "snapshot_batch", killed_after_two_batches)
+    with pytest.raises(KeyboardInterrupt):
+        Pipeline(config, spark, "run-1").ingest([spec])
+    monkeypatch.setattr(pipeline, "snapshot_batch", real)
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
+        UPDATE customers SET nick = 'early' WHERE customer_id = 5;
+        UPDATE customers SET nick = 'late' WHERE customer_id = 200;
+    """)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    assert bronze_duplicate_changes(spark, config, "customers") == 0

@@ -270,7 +270,8 @@ class Pipeline:
                 f"re-snapshot with `make ingest TABLE={spec.name} FULL_REFRESH=1`", table=spec.name,
             )
         elif checkpoint.phase == Phase.SNAPSHOT:
-            if checkpoint.position is not None and spec.followed and not self._lake_matches(schema, path):
+            if (checkpoint.position is not None and spec.followed and spec.on_schema_change is SchemaPolicy.EVOLVE
+                    and not self._lake_matches(schema, path)):
                 # A DDL since the chunks already read: the catch-up applies it first (it may send
                 # more chunks back to be read), then the pending chunks are read with its columns.
                 return checkpoint
