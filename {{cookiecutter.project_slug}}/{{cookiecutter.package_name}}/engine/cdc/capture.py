@@ -304,7 +304,7 @@ class CatchUp:
             if isinstance(evolution, str):
                 raise schema_changed(name, f"{what}: {evolution}", change.position)
             if not evolution.changes:
-                log.info("%s: schema change %s changes no column", name, what)
+                log.info("%s: schema change %s changes no column (%s)", name, what, "; ".join(parsed.ignored))
                 return
             self._commit_before(capture, before)
             checkpoint = replace(self._ddl_checkpoint(capture, change, transaction),

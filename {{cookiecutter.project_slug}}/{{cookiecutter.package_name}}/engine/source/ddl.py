@@ -350,13 +350,12 @@ def _attributes(tokens: list[str], i: int) -> dict[str, object] | str:
         word = words[i]
         if word in _POSITION_WORDS:
             break  # FIRST / AFTER col: where the column goes, the definition is over
-        plain = next((n for ws, n in _PLAIN_ATTRIBUTES.items() if tuple(words[i : i + len(ws)]) == ws), None)
+        plain = next(((ws, n) for ws, n in _PLAIN_ATTRIBUTES.items() if tuple(words[i : i + len(ws)]) == ws), None)
         if plain is not None:
-            length = next(len(ws) for ws, n in _PLAIN_ATTRIBUTES.items() if tuple(words[i : i + len(ws)]) == ws)
-            i += length
+            i += len(plain[0])
             if words[i : i + 1] == ["="]:
                 i += 1
-            i += plain
+            i += plain[1]
         elif word in {"CHARSET", "CHARACTER"}:
             i += 1 if word == "CHARSET" else 2
             if words[i : i + 1] == ["="]:
