@@ -25,12 +25,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError
 from ..snapshot.arrows import arrow_schema, rows_to_batch
+from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from . import deltafiles, deltalog
 
@@ -202,6 +203,12 @@ def repaired_after(spark: SparkSession, path: str, after: int) -> bool:
             if checkpoint.repair:
                 return True
     return False
+
+
+def latest_per_key(changes: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Keep only the newest change of every key (highest ``_seq``)."""
+    window = Window.partitionBy(*[F.col(quote_ident(k)) for k in key]).orderBy(F.col("_seq").desc())
+    return changes.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
 
 
 def read_batches(spark: SparkSession, path: str, after: int, upto: int) -> DataFrame:

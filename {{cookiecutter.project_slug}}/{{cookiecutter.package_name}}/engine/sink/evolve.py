@@ -40,9 +40,8 @@ def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
             described: T.StructType | None = None) -> DataFrame:
     """``df`` with ``changes`` applied in order; data columns first, then the ``meta`` columns.
     ``described``: the data columns' fields as they should end up (their metadata is kept)."""
-    forgotten = [Decimal(s) for c in changes if c.kind is Kind.FORGET for s in (c.value or "").split(",") if s]
-    if forgotten:
-        df = df.where(~((F.col("_op") == Op.READ.value) & F.col("_seq").isin(forgotten)))
+    df = _without_reads(df, [Decimal(s) for c in changes if c.kind is Kind.FORGET
+                             for s in (c.value or "").split(",") if s])
     columns: dict[str, Column] = {f: F.col(quote_ident(f)) for f in df.columns}
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     for change in changes:
@@ -70,6 +69,13 @@ def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
     return df.select(*[_named(columns[k], k, fields.get(k)) for k in data], *[columns[k] for k in meta if k in columns])
 
 
+def _without_reads(df: DataFrame, seqs: Sequence[Decimal]) -> DataFrame:
+    """``df`` without the snapshot rows of the chunk reads whose ``_seq`` is in ``seqs``."""
+    if not seqs:
+        return df
+    return df.where(~((F.col("_op") == Op.READ.value) & F.col("_seq").isin(list(seqs))))
+
+
 def _named(column: Column, name: str, field: T.StructField | None) -> Column:
     if field is None:
         return column.alias(name)
@@ -92,13 +98,9 @@ def truncate_bronze(spark: SparkSession, path: str, key: Sequence[str], checkpoi
                     position: BinlogPosition, source_ts: int, run_id: str, read_after: Sequence[Decimal] = ()) -> None:
     """Record a TRUNCATE at ``position``: a delete of each key whose newest bronze row is not one.
     ``read_after``: the ``_seq`` of snapshot chunks read after the TRUNCATE, whose rows stay."""
-    changes = spark.read.format("delta").load(path)
-    if read_after:
-        changes = changes.where(~((F.col("_op") == Op.READ.value) & F.col("_seq").isin(list(read_after))))
+    changes = _without_reads(spark.read.format("delta").load(path), read_after)
     keys = [F.col(quote_ident(k)) for k in key]
-    newest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
-    current = (changes.withColumn("_rank", F.row_number().over(newest))
-               .where((F.col("_rank") == 1) & (F.col("_op") != Op.DELETE.value)).drop("_rank"))
+    current = bronze.latest_per_key(changes, key).where(F.col("_op") != Op.DELETE.value)
     data = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
     base = F.lit(sequence(position, 0)).cast("decimal(38,0)")
     deletes = current.select(

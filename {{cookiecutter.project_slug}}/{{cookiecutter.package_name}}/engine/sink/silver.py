@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.errors.exceptions.captured import CapturedException
-from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession, Window
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -52,6 +52,7 @@ from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
 from . import bronze, deltalog, evolve, history
+from .bronze import latest_per_key
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Delta's idempotent DML: a MERGE whose version is not above the app id's last one is skipped.
@@ -144,12 +145,6 @@ def pending_schema_changes(spark: SparkSession, bronze_path: str, silver_path: s
         if checkpoint.batch <= upto and checkpoint.schema_changes:
             found.append((checkpoint.batch, checkpoint.schema_changes))
     return found[::-1]
-
-
-def latest_per_key(changes: DataFrame, key: Sequence[str]) -> DataFrame:
-    """Keep only the newest change of every key (highest ``_seq``)."""
-    window = Window.partitionBy(*[F.col(quote_ident(k)) for k in key]).orderBy(F.col("_seq").desc())
-    return changes.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
 
 
 def apply(
