@@ -26,6 +26,7 @@ def test_the_generated_project_file_writes_out_the_builtin_defaults_it_does_not_
     assert (defaults["commit_rows"], defaults["delivery"], defaults["flush_rows"]) == (
         DEFAULTS.commit_rows, DEFAULTS.delivery, DEFAULTS.flush_rows)
     assert tuple(defaults["even_distribution"]) == DEFAULTS.even_distribution
+    assert defaults["snapshot_mode"] == DEFAULTS.snapshot_mode
     assert written["target_dir"] == DEFAULTS.target_dir and written["quality"]["gx_root"] == DEFAULTS.gx_root
     assert written["quality"]["max_lag_seconds"] == DEFAULTS.max_lag_seconds
 

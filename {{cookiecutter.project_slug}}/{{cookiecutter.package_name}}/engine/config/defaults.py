@@ -20,6 +20,7 @@ class BuiltinDefaults:
     # Chunk plans split a key range evenly when its density (rows per key value) lies in here.
     even_distribution: tuple[float, float] = (0.05, 1000.0)
     delivery: str = "exactly_once"  # a config.project.Delivery value
+    snapshot_mode: str = "auto"  # a config.project.SnapshotMode value
     server_id_range: tuple[int, int] = (5400, 5499)
     spark_master: str = "local[*]"
     target: str = "dev"

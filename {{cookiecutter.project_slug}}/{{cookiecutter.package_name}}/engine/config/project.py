@@ -44,6 +44,14 @@ class Delivery(Mode):
     AT_LEAST_ONCE = "at_least_once"  # apply them again (MERGE on _seq makes that harmless)
 
 
+class SnapshotMode(Mode):
+    """How a snapshot chunk's rows are tied to a binlog position."""
+
+    AUTO = "auto"  # consistent where the source reports read-view positions, window elsewhere
+    CONSISTENT = "consistent"  # the read view's exact position (MariaDB, Percona): no replay
+    WINDOW = "window"  # low watermark, SELECT, high watermark, replay of the window (any MySQL)
+
+
 class Startup(Mode):
     """Where a table's first run starts (Flink CDC's startup modes)."""
 
@@ -99,6 +107,7 @@ class Defaults:
     flush_rows: int
     even_distribution: tuple[float, float]
     commit_rows: int  # snapshot rows committed to bronze together (chunks read in parallel)
+    snapshot_mode: SnapshotMode = SnapshotMode.AUTO
 
     def chunks_per_commit(self, chunk_size: int) -> int:
         """Chunks read in parallel and committed together: commits are sized by rows, so a
@@ -183,6 +192,8 @@ def load_project(
             flush_rows=_positive_int(defaults.get("flush_rows", DEFAULTS.flush_rows), "defaults.flush_rows"),
             even_distribution=(float(even[0]), float(even[1])),
             commit_rows=_positive_int(defaults.get("commit_rows", DEFAULTS.commit_rows), "defaults.commit_rows"),
+            snapshot_mode=SnapshotMode.parse(defaults.get("snapshot_mode", DEFAULTS.snapshot_mode),
+                                             f"{PROJECT_FILE}: defaults.snapshot_mode", "defaults.snapshot_mode"),
         ),
         server_ids=(int(server_ids[0]), int(server_ids[1])),
         source=source,

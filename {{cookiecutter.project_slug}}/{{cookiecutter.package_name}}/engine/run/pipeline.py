@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import pyarrow as pa
 import pymysql
@@ -31,7 +32,7 @@ from ..cdc.capture import (
     schema_changed,
     server_id,
 )
-from ..config.project import Layer, ProjectConfig, SchemaPolicy
+from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode
 from ..errors import ConfigError, FatalError, IngestError, SourceUnavailableError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
@@ -39,7 +40,8 @@ from ..sink.layout import apply_layout
 from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
-from ..source.connection import check_on_source, connect, current_position
+from ..snapshot.window import Window, resolve
+from ..source.connection import check_on_source, connect, current_position, reports_snapshot_positions
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
 from ..source.typemap import described_column, described_schema, spark_schema, spark_type
@@ -137,6 +139,7 @@ class Pipeline:
         # position its last catch-up read to, for follow mode's "nothing to read" test.
         self._checkpoints: dict[str, Checkpoint] = {}
         self._read_to: dict[str, BinlogPosition] = {}
+        self._snapshot_mode: SnapshotMode | None = None  # resolved at the first snapshot
 
     # -- public -----------------------------------------------------------------------
 
@@ -283,8 +286,12 @@ class Pipeline:
         per_commit = self.config.defaults.chunks_per_commit(chunk_size)
         started = time.monotonic()
         done_before = len(checkpoint.snapshot.done)
+        mode = self._chunk_mode(conn)
         for first in range(0, len(pending), per_commit):
             batch = pending[first : first + per_commit]
+            # The low watermark, taken before the tasks start: see snapshot.window.
+            window = (Window(current_position(conn), server_id(self.config), self.retry.read_timeout_s)
+                      if mode is SnapshotMode.WINDOW else None)
             # A table whose binlog phase began keeps its position: chunks read again after a DDL.
             attempt = replace(checkpoint, batch=checkpoint.batch + 1, phase=Phase.SNAPSHOT, run_id=self.run_id,
                               repair=False, ddl=None, schema_changes=())
@@ -295,6 +302,7 @@ class Pipeline:
                 # takes the rows by MERGE only.
                 silver_path=(self.config.table_path(Layer.SILVER, spec.name)
                              if spec.transform is None and spec.scd_type == 1 else None),
+                window=window, server_ids=self.config.server_ids,
             )
             progress = checkpoint.snapshot.with_done(watermarks)
             checkpoint = replace(attempt, snapshot=progress)
@@ -305,6 +313,14 @@ class Pipeline:
                      result.snapshot_rows / elapsed,
                      eta(len(progress.done) - done_before, total - len(progress.done), elapsed), extra=PROGRESS)
         return checkpoint
+
+    def _chunk_mode(self, conn: pymysql.connections.Connection) -> SnapshotMode:
+        if self._snapshot_mode is None:
+            self._snapshot_mode = resolve(self.config.defaults.snapshot_mode, partial(reports_snapshot_positions, conn))
+            if self._snapshot_mode is SnapshotMode.WINDOW:
+                log.info("snapshot chunks are read between a low and a high watermark, then the binlog "
+                         "between them is replayed onto them (snapshot_mode %s)", self.config.defaults.snapshot_mode)
+        return self._snapshot_mode
 
     def _check_lake_schema(self, name: str, schema: TableSchema, path: str) -> None:
         """Stop before writing when the source table no longer has bronze's columns and types: a

@@ -273,3 +273,11 @@ class ChunkLocator:
         return [
             self._chunks[bisect.bisect_right(self._starts, sk)] for sk in self._sort_keys.of(keys)
         ]
+
+
+def within(chunk: Chunk, sort_keys: SortKeys, keys: Sequence[KeyValue]) -> list[bool]:
+    """Whether each key falls in ``chunk`` (``start <= key < end``, in the source's collation)."""
+    bounds = sort_keys.of([b for b in (chunk.start, chunk.end) if b is not None])
+    low = bounds[0] if chunk.start is not None else None
+    high = bounds[-1] if chunk.end is not None else None
+    return [(low is None or low <= sk) and (high is None or sk < high) for sk in sort_keys.of(keys)]

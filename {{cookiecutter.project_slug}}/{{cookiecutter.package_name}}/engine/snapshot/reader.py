@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pymysql
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
 from pyspark.errors.exceptions.captured import CapturedException
@@ -56,6 +57,7 @@ from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition, sequence
 from .arrows import arrow_schema
 from .chunking import Chunk, chunk_predicate
+from .window import Window, read_in_window
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class ChunkTask:
     batch: int
     folder: str  # the staging folder for the chunk's Parquet file(s)
     seed_silver: bool = False  # also write the chunk's rows in silver's shape
+    window: Window | None = None  # read between watermarks (else in a consistent snapshot)
 
 
 @dataclass(frozen=True)
@@ -101,30 +104,46 @@ def silver_columns(table: TableSchema) -> list[str]:
 def stage_chunk(task: ChunkTask) -> StagedChunk:
     table = task.table
     schema = arrow_schema(bronze.bronze_schema(spark_schema(table)))
+    data = pa.schema(list(schema)[: len(table.columns)])
     where, args = chunk_predicate(table.key, task.chunk)
     # FLOAT widened to DOUBLE: exact, like the binlog's float32.
     sql = f"SELECT {select_list(table)} FROM {qualified(table.schema, table.table)} WHERE {where}"
     now = dt.datetime.now(dt.UTC)
     with connection(task.profile) as conn:
-        watermark = start_consistent_snapshot(conn)
+        if task.window is None:
+            watermark = start_consistent_snapshot(conn)
+            blocks: Iterable[pa.RecordBatch] = _select(conn, sql, args, table, data)
+        else:
+            def select() -> pa.Table:
+                rows = pa.Table.from_batches(list(_select(conn, sql, args, table, data)), schema=data)
+                conn.commit()
+                return rows
+
+            rows, watermark = read_in_window(conn, task.profile, table, task.chunk, task.window, select)
+            blocks = rows.to_batches(max_chunksize=ROW_GROUP_ROWS)
         meta = (Op.READ.value, sequence(watermark, 0), watermark.file, watermark.offset, None, now,
                 task.run_id, task.batch)
-        result = TextResult(conn, sql, args)
-        fields = list(schema)[: len(table.columns)]
-        converters = [column_converter(col, res, field.type)
-                      for col, res, field in zip(table.columns, result.columns, fields, strict=True)]
         # Each meta column holds one value for the whole chunk: repeat a one-value array.
         singles = [pa.array([value], type=field.type)
                    for value, field in zip(meta, list(schema)[len(table.columns):], strict=True)]
         with _ChunkFiles(task, schema) as files:
-            for block in result.blocks():
-                count = len(block[0])
-                data = [convert(raw) for convert, raw in zip(converters, block, strict=True)]
-                repeat = pa.array(np.zeros(count, dtype=np.int32))
+            for block in blocks:
+                repeat = pa.array(np.zeros(block.num_rows, dtype=np.int32))
                 constants = [single.take(repeat) for single in singles]
-                files.add(pa.RecordBatch.from_arrays([*data, *constants], schema=schema))
+                files.add(pa.RecordBatch.from_arrays([*block.columns, *constants], schema=schema))
         conn.commit()
     return files.staged(task.chunk.index, watermark)
+
+
+def _select(conn: pymysql.connections.Connection, sql: str, args: Sequence[object], table: TableSchema,
+            data: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The chunk's rows in blocks of the source's columns, each column converted at once."""
+    result = TextResult(conn, sql, args)
+    converters = [column_converter(col, res, field.type)
+                  for col, res, field in zip(table.columns, result.columns, data, strict=True)]
+    for block in result.blocks():
+        columns = [convert(raw) for convert, raw in zip(converters, block, strict=True)]
+        yield pa.RecordBatch.from_arrays(columns, schema=data)
 
 
 class _ChunkFiles:
@@ -221,12 +240,16 @@ def snapshot_batch(
     checkpoint: Checkpoint,
     staging: Path,
     silver_path: str | None = None,
+    window: Window | None = None,
+    server_ids: tuple[int, int] = (0, 0),
 ) -> tuple[dict[int, BinlogPosition], int]:
     """Read ``chunks`` in parallel and commit them to bronze with ``checkpoint`` updated by
     their watermarks. Returns the watermarks and the number of rows written.
 
     With ``silver_path`` (no silver transform), the same rows also go to silver as plain files
-    when silver is exactly one batch behind (see :func:`_seeds_silver`)."""
+    when silver is exactly one batch behind (see :func:`_seeds_silver`). With ``window``, each
+    chunk is read between ``window.low`` and a high watermark of its own (:mod:`window`), its
+    binlog reader taking a server id of its own from ``server_ids``."""
     direct = deltafiles.is_local(bronze_path)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
     folder = staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}"
@@ -239,8 +262,9 @@ def snapshot_batch(
                 if direct else None)
     moved: list[Path] = []
     try:
-        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder), seed)
-                 for c in chunks]
+        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder), seed,
+                           window.for_task(slot, server_ids) if window is not None else None)
+                 for slot, c in enumerate(chunks)]
         try:
             staged = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(stage_chunks).collect()
         except (PythonException, Py4JJavaError) as exc:

@@ -179,7 +179,17 @@ def start_consistent_snapshot(conn: pymysql.connections.Connection) -> BinlogPos
     position = status.get("binlog_snapshot_position")
     if not file or position is None:
         raise PreflightError(
-            "the source does not report binlog_snapshot_file/position (MySQL community): "
-            "the window-watermark mode it needs is not implemented yet; use MariaDB or Percona"
+            "the source does not report binlog_snapshot_file/position (MySQL community): snapshots "
+            "need defaults.snapshot_mode 'auto' or 'window' in lakehouse_project.yml, and dq and "
+            "repair need MariaDB or Percona"
         )
     return BinlogPosition(str(file), int(position))
+
+
+def reports_snapshot_positions(conn: pymysql.connections.Connection) -> bool:
+    """Whether the source tells a read view's binlog position (MariaDB, Percona; not MySQL
+    community, which lacks the ``binlog_snapshot_%`` status variables)."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        status = {str(name).lower(): value for name, value in cur.fetchall()}
+    return bool(status.get("binlog_snapshot_file")) and status.get("binlog_snapshot_position") is not None

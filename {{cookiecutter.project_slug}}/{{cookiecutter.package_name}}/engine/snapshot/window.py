@@ -1,0 +1,163 @@
+"""Window-watermark chunk reads (Netflix DBLog, Flink CDC): a chunk's rows made exact without a
+read view that knows its binlog position (MySQL community, or ``snapshot_mode: window``).
+
+A chunk is read between a low and a high watermark (binlog positions). Its rows are then some
+state of the table between the two. Replaying the binlog ``(low, high]`` for the chunk's key
+range onto them makes them exactly the state at the high watermark: row images are complete, so
+an insert or update puts its after image and a delete removes the row, and the last change of a
+key wins whatever the SELECT had already seen. The chunk then records the high watermark as
+its position, like a consistent-snapshot read records its read view's, and everything after it
+(the exactly-once filter, reading chunks again after a DDL) works unchanged.
+
+The low watermark must not be later than any transaction the SELECT misses. The binlog is
+written before the storage engine makes a transaction visible, so a position read just before
+the SELECT can already include a transaction the SELECT does not see. Replaying from an earlier
+position is always harmless, so the low watermark is taken by the driver before the chunks are
+handed to the tasks: the window opens a Spark job launch before any SELECT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+import pymysql
+
+from ..cdc.binlog import BinlogSource, RowChange, Transaction
+from ..config.project import SnapshotMode, SourceProfile
+from ..errors import FatalError, SourceUnavailableError
+from ..ops import Op
+from ..source.connection import connection, current_position
+from ..source.introspect import TableSchema
+from ..source.typemap import row_converter
+from ..state.positions import BinlogPosition
+from .arrows import rows_to_batch
+from .chunking import Chunk, KeyValue, SortKeys, within
+
+
+@dataclass(frozen=True)
+class WindowHooks:
+    """Statements run by ``writer`` at two points of one chunk's window (tests inject writes
+    there, as Flink CDC's snapshot-phase hooks do)."""
+
+    writer: SourceProfile
+    chunk: int  # the chunk's index
+    after_low: tuple[str, ...] = ()  # before the SELECT, after the low watermark
+    before_high: tuple[str, ...] = ()  # after the SELECT, before the high watermark
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a task needs to read its chunk in a window."""
+
+    low: BinlogPosition
+    server_id: int  # the task's own binlog reader id (two readers with one id evict each other)
+    read_timeout_s: float
+    hooks: WindowHooks | None = None
+
+    def for_task(self, slot: int, server_ids: tuple[int, int]) -> Window:
+        """This window for the ``slot``-th task of a batch: its own server id from the range,
+        past the one the run's own binlog reader took (``self.server_id``)."""
+        low, high = server_ids
+        size = high - low + 1
+        return replace(self, server_id=low + (self.server_id - low + 1 + slot) % size)
+
+
+def resolve(mode: SnapshotMode, reports_positions: Callable[[], bool]) -> SnapshotMode:
+    """The mode a run reads chunks in: ``auto`` becomes consistent where the source reports
+    read-view positions (``reports_positions``, asked only then), window elsewhere."""
+    if mode is not SnapshotMode.AUTO:
+        return mode
+    return SnapshotMode.CONSISTENT if reports_positions() else SnapshotMode.WINDOW
+
+
+def run_hook(profile: SourceProfile, statements: Sequence[str]) -> None:
+    if not statements:
+        return
+    with connection(profile) as conn, conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+        conn.commit()
+
+
+def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile, table: TableSchema, chunk: Chunk,
+         window: Window, select: Callable[[], pa.Table]) -> tuple[pa.Table, BinlogPosition]:
+    """The chunk's rows as they are at its high watermark, and that watermark. ``select`` reads
+    the chunk (on ``conn``) as a table of the source's columns."""
+    hooks = window.hooks if window.hooks is not None and window.hooks.chunk == chunk.index else None
+    if hooks is not None:
+        run_hook(hooks.writer, hooks.after_low)
+    rows = select()
+    if hooks is not None:
+        run_hook(hooks.writer, hooks.before_high)
+    high = current_position(conn)
+    if high == window.low:  # nothing was written meanwhile
+        return rows, high
+    source = BinlogSource(profile, window.server_id, table.schema, {table.table: tuple(table.key)},
+                          read_timeout=window.read_timeout_s)
+    changes = changes_in(source.transactions(window.low, high), table.table, chunk.index)
+    convert = row_converter(table, "binlog")
+    names = set(table.column_names)
+
+    def images(values: list[dict[str, Any]]) -> pa.Table:
+        if any(set(image) != names for image in values):
+            raise SourceUnavailableError(
+                f"table {table.table}: a binlog row image in snapshot chunk {chunk.index}'s window has other "
+                "columns than the table had when this run started; run again", table=table.table)
+        return pa.Table.from_batches([rows_to_batch([convert(v) for v in values], rows.schema)])
+
+    sort_keys = SortKeys(conn, table.key_columns)
+    return replay(rows, table.key, changes, images, lambda keys: within(chunk, sort_keys, keys)), high
+
+
+def changes_in(transactions: Iterable[Transaction], table: str, chunk: int) -> list[RowChange]:
+    """The row changes of ``table`` in the window's transactions, in binlog order. A DDL or a
+    change the binlog does not describe fully makes the chunk unreadable in this window."""
+    changes: list[RowChange] = []
+    for transaction in transactions:
+        for problem in transaction.problems:
+            if problem.table == table:
+                raise FatalError(f"table {table}: {problem.reason} (at {problem.position})", table=table)
+        for ddl in transaction.schema_changes:
+            if ddl.table == table:
+                raise SourceUnavailableError(
+                    f"table {table}: a DDL at {ddl.position} came while snapshot chunk {chunk} was "
+                    "read; run again: the DDL is applied first, then the chunk is read again", table=table)
+        changes.extend(c for c in transaction.changes if c.table == table)
+    return changes
+
+
+def replay(
+    rows: pa.Table,
+    key: Sequence[str],
+    changes: Sequence[RowChange],
+    images: Callable[[list[dict[str, Any]]], pa.Table],
+    in_chunk: Callable[[list[KeyValue]], list[bool]],
+) -> pa.Table:
+    """``rows`` (a chunk as its SELECT saw it) with ``changes`` (the window's, in binlog order)
+    applied: the chunk as it is at the window's end.
+
+    The last change of each key wins: a delete removes the key's row, an insert or update puts
+    its after image, if the key falls in the chunk (``in_chunk``, in the source's collation). A
+    key-changing update arrives as a delete of the old key and an update of the new one.
+    ``images`` turns row images into rows of ``rows``' schema, so keys compare as the same Arrow
+    values on both sides."""
+    if not changes:
+        return rows
+    last: dict[KeyValue, RowChange] = {}
+    for change in changes:
+        last[tuple(change.values[k] for k in key)] = change  # insertion order: first change of a key
+    finals = list(last.values())
+    wanted = in_chunk(list(last))
+    puts = [c.values for c, inside in zip(finals, wanted, strict=True) if inside and c.op is not Op.DELETE]
+    # Every key a change touched leaves the SELECT's rows, compared as the Arrow values the
+    # images convert to (the SELECT's rows went through the same conversion).
+    touched = images([c.values for c in finals])
+    gone = set(zip(*(touched.column(k).to_pylist() for k in key), strict=True))
+    kept = [k not in gone for k in zip(*(rows.column(k).to_pylist() for k in key), strict=True)]
+    result = rows.filter(pa.array(kept, type=pa.bool_()))
+    if puts:
+        result = pa.concat_tables([result, images(puts)])
+    return result
