@@ -171,10 +171,11 @@ def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read
     real = pipeline.snapshot_batch
     batches: list[int] = []
 
-    def ddl_after_the_second_batch(*args, **kwargs):
-        done = real(*args, **kwargs)
+    def ddl_as_the_third_batch_starts(*args, **kwargs):
+        # After the pipeline's check for changed columns, so this batch is read with the old
+        # ones (the next batches are left to be read after the catch-up).
         batches.append(len(batches) + 1)
-        if len(batches) == 2:  # ids 1-150 and 351-400 are read; 151-350 are not yet
+        if len(batches) == 3:  # ids 1-150 and 351-400 are read; 151-350 are not yet
             run_source_sql(mariadb, config.source.database, """
                 UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
                 ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
@@ -182,9 +183,9 @@ def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read
                 UPDATE customers SET nick = 'late', tier = 'silver' WHERE customer_id = 200;
                 DELETE FROM customers WHERE customer_id = 250;
             """)
-        return done
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", ddl_after_the_second_batch)
+    monkeypatch.setattr(pipeline, "snapshot_batch", ddl_as_the_third_batch_starts)
     spec = TableSpec("customers", "customers")
     with caplog.at_level("INFO"):
         (result,) = Pipeline(config, spark, "run-1").ingest([spec])
@@ -197,6 +198,59 @@ def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read
     assert bronze.where("_op = 'r'").count() == len(source_rows(config, "customers"))  # one read per key
     # Later changes flow as usual.
     run_source_sql(mariadb, config.source.database, "UPDATE customers SET nick = 'after' WHERE customer_id = 300;")
+    (later,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert later.status == "success" and later.binlog_rows == 1
+    assert_silver_equals_source(spark, config, "customers")
+
+
+DURING_SNAPSHOT = {
+    "drop": """
+        UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+        ALTER TABLE customers DROP COLUMN birth_date;
+        UPDATE customers SET tier = 'silver' WHERE customer_id = 200;
+    """,
+    "rename": """
+        UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+        ALTER TABLE customers RENAME COLUMN full_name TO name;
+        UPDATE customers SET name = 'Renamed' WHERE customer_id IN (5, 200);
+    """,
+    "widen": """
+        UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+        ALTER TABLE customers MODIFY credit_limit DECIMAL(16,3) NULL;
+        UPDATE customers SET credit_limit = 1234567890.125 WHERE customer_id IN (5, 200);
+    """,
+    "truncate": """
+        UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+        TRUNCATE TABLE customers;
+        INSERT INTO customers (customer_id, email, full_name, country, tier, created_at)
+            VALUES (5, 'five@example.com', 'Five', 'FR', 'silver', NOW(3)),
+                   (200, 'two-hundred@example.com', 'Two Hundred', 'DE', 'gold', NOW(3));
+    """,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DURING_SNAPSHOT))
+def test_each_ddl_kind_between_two_chunk_batches_ends_with_silver_equal_to_the_source(
+        spark, config, mariadb, monkeypatch, kind):
+    config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
+    real = pipeline.snapshot_batch
+    batches: list[int] = []
+
+    def ddl_after_the_second_batch(*args, **kwargs):
+        done = real(*args, **kwargs)
+        batches.append(len(batches) + 1)
+        if len(batches) == 2:  # ids 1-150 and 351-400 are read; 151-350 are not yet
+            run_source_sql(mariadb, config.source.database, DURING_SNAPSHOT[kind])
+        return done
+
+    monkeypatch.setattr(pipeline, "snapshot_batch", ddl_after_the_second_batch)
+    spec = TableSpec("customers", "customers")
+    (result,) = Pipeline(config, spark, "run-1").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    assert bronze_duplicate_changes(spark, config, "customers") == 0
+    assert _columns(spark, config, "bronze") == _columns(spark, config, "silver")
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'bronze' WHERE customer_id = 5;")
     (later,) = Pipeline(config, spark, "run-2").ingest([spec])
     assert later.status == "success" and later.binlog_rows == 1
     assert_silver_equals_source(spark, config, "customers")

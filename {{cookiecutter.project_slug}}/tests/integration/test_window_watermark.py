@@ -11,7 +11,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.engine.config.project import SnapshotMode, SourceProfile
 from {{ cookiecutter.package_name }}.engine.run import pipeline
-from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
 from {{ cookiecutter.package_name }}.engine.snapshot.window import WindowHooks
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
@@ -152,3 +152,31 @@ def test_a_window_read_of_a_collated_string_key_replays_a_change_of_case(spark, 
     assert len(reads) == len(set(reads))
     assert "ABC" in reads and "abc" not in reads and "aaa" in reads
     assert bronze_duplicate_changes(spark, config, "coded") == 0
+
+
+def test_a_ddl_inside_a_chunks_window_fails_the_run_and_the_next_run_applies_it_then_reads_the_chunk(
+        spark, config, mariadb, writer, monkeypatch):
+    config = window_config(config)
+    hooks = WindowHooks(writer, CHUNK, (), (
+        "ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NULL",
+        "UPDATE customers SET nick = 'in-window', tier = 'gold' WHERE customer_id = 120",
+    ))
+    real = pipeline.snapshot_batch
+
+    def with_hooks(*args, window=None, **kwargs):
+        return real(*args, window=replace(window, hooks=hooks), **kwargs)
+
+    monkeypatch.setattr(pipeline, "snapshot_batch", with_hooks)
+    spec = TableSpec("customers", "customers")
+    with pytest.raises(TablesFailed) as excinfo:
+        Pipeline(config, spark, "run-1").ingest([spec])
+    (failed,) = excinfo.value.results
+    assert "came while snapshot chunk 2 was read; run again" in failed.message and "\n" not in failed.message
+    monkeypatch.setattr(pipeline, "snapshot_batch", real)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    assert bronze_duplicate_changes(spark, config, "customers") == 0
+    reads = bronze_reads(spark, config, "customers")
+    assert all(len(rows) == 1 for rows in reads.values()), "a key read twice"
+    assert reads[120][0].nick == "in-window"

@@ -288,6 +288,8 @@ class Pipeline:
         done_before = len(checkpoint.snapshot.done)
         mode = self._chunk_mode(conn)
         for first in range(0, len(pending), per_commit):
+            if first and self._columns_changed(conn, spec, schema, checkpoint):
+                break
             batch = pending[first : first + per_commit]
             # The low watermark, taken before the tasks start: see snapshot.window.
             window = (Window(current_position(conn), server_id(self.config), self.retry.read_timeout_s)
@@ -313,6 +315,22 @@ class Pipeline:
                      result.snapshot_rows / elapsed,
                      eta(len(progress.done) - done_before, total - len(progress.done), elapsed), extra=PROGRESS)
         return checkpoint
+
+    def _columns_changed(self, conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
+                         checkpoint: Checkpoint) -> bool:
+        """Whether a DDL changed the table since its chunks began to be read (the next SELECT
+        would read other columns, or none). A followed table that evolves leaves its remaining
+        chunks to be read after the catch-up has applied the DDL (``_read_chunks_again``); any
+        other table stops this run, and the next one finds the change."""
+        if describe_table(conn, self.config.source.database, spec.source_table, spec.key) == schema:
+            return False
+        if spec.followed and spec.on_schema_change is SchemaPolicy.EVOLVE and checkpoint.position is not None:
+            log.info("%s: the table's columns changed while its snapshot was read: its %d remaining chunk(s) "
+                     "are read once the catch-up has applied the change", spec.name,
+                     len(checkpoint.snapshot.pending) if checkpoint.snapshot is not None else 0)
+            return True
+        raise SourceUnavailableError(f"table {spec.name}: its columns changed while its snapshot was read; "
+                                     "run again", table=spec.name)
 
     def _chunk_mode(self, conn: pymysql.connections.Connection) -> SnapshotMode:
         if self._snapshot_mode is None:
