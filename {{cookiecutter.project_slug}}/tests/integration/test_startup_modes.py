@@ -139,3 +139,62 @@ def test_a_start_position_the_source_does_not_hold_stops_the_table_naming_the_se
         Pipeline(config, spark, "run-1").ingest([spec])
     error = failed.value.errors["customers"]
     assert error.setting == "start_position" and "start_position" in str(error) and "SHOW MASTER STATUS" in str(error)
+
+
+def _gtid_position_at(mariadb, position: BinlogPosition) -> set[str]:
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (position.file, position.offset))
+        return set(cur.fetchone()[0].split(","))
+
+
+def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_every_domain(
+        spark, config, mariadb, monkeypatch):
+    """A snapshot-phase checkpoint, a binlog one and a DDL one each carry the server's GTID
+    position at their file/offset, with the writes of two replication domains interleaved."""
+    from dataclasses import replace
+
+    from {{ cookiecutter.package_name }}.engine.run import pipeline
+    from {{ cookiecutter.package_name }}.engine.sink import bronze, deltalog
+    from {{ cookiecutter.package_name }}.engine.state.checkpoint import Checkpoint
+
+    run_source_sql(mariadb, config.source.database, """
+        SET SESSION gtid_domain_id = 7;
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
+    """)
+    config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
+    real = pipeline.snapshot_batch
+    batches: list[int] = []
+
+    def killed_after_one_batch(*args, **kwargs):
+        if batches:
+            raise KeyboardInterrupt
+        batches.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "snapshot_batch", killed_after_one_batch)
+    spec = TableSpec("customers", "customers")
+    with pytest.raises(KeyboardInterrupt):
+        Pipeline(config, spark, "run-1").ingest([spec])
+    path = config.table_path("bronze", "customers")
+    during = bronze.latest_checkpoint(spark, path)
+    assert during.phase == "snapshot" and during.position is not None
+    assert set(during.gtid.split(",")) == _gtid_position_at(mariadb, during.position)
+    assert {g.split("-")[0] for g in during.gtid.split(",")} >= {"0", "7"}
+
+    monkeypatch.setattr(pipeline, "snapshot_batch", real)
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET tier = 'silver' WHERE customer_id = 4;
+        SET SESSION gtid_domain_id = 7;
+        UPDATE customers SET tier = 'silver' WHERE customer_id = 5;
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NULL;
+        SET SESSION gtid_domain_id = 0;
+        UPDATE customers SET nick = 'x' WHERE customer_id = 6;
+    """)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    after = bronze.latest_checkpoint(spark, path)
+    assert after.phase == "binlog"
+    assert set(after.gtid.split(",")) == _gtid_position_at(mariadb, after.position)
+    ddl = [Checkpoint.from_json(c.user_metadata) for c in deltalog.commits_back(spark, path)
+           if c.user_metadata is not None and '"ddl"' in c.user_metadata]
+    assert len(ddl) == 1 and set(ddl[0].gtid.split(",")) == _gtid_position_at(mariadb, ddl[0].position)

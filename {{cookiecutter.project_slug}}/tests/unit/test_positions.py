@@ -1,6 +1,6 @@
 import pytest
 
-from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition, bytes_behind, sequence
+from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition, after_transaction, bytes_behind, sequence
 
 
 def test_positions_compare_by_file_number_not_by_string():
@@ -44,3 +44,15 @@ def test_bytes_behind_within_one_file_and_across_files():
     assert bytes_behind(BinlogPosition("b.000004", 4), BinlogPosition("b.000003", 300), {}) == 0
     # A purged file counts as empty.
     assert bytes_behind(BinlogPosition("b.000001", 900), BinlogPosition("b.000003", 120), {"b.000003": 300}) == 120
+
+
+def test_a_transaction_replaces_only_its_own_domains_entry_of_the_gtid_position():
+    assert after_transaction("7-1-1,0-1-4", "0-1-5") == "7-1-1,0-1-5"
+    assert after_transaction("7-1-1,0-1-4", "7-2-9") == "7-2-9,0-1-4"  # another server id, same domain
+    assert after_transaction("0-1-4", "3-1-1") == "0-1-4,3-1-1"  # a domain's first transaction
+    assert after_transaction("", "0-1-1") == "0-1-1"  # the first transaction ever logged
+
+
+def test_an_unknown_gtid_position_stays_unknown_and_a_transaction_without_gtid_changes_nothing():
+    assert after_transaction(None, "0-1-5") is None
+    assert after_transaction("0-1-4", None) == "0-1-4"

@@ -31,12 +31,12 @@ from ..sink import bronze, evolve, history
 from ..sink.silver import LOCAL_BATCH_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys
 from ..source import ddl as ddl_text
-from ..source.connection import binlog_sizes, query
+from ..source.connection import binlog_sizes, gtid_position_at, query
 from ..source.introspect import TableSchema, describe_table
 from ..source.typemap import described_schema, row_converter, spark_schema
 from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.lakechange import Kind, LakeChange
-from ..state.positions import BinlogPosition, bytes_behind, sequence
+from ..state.positions import BinlogPosition, after_transaction, bytes_behind, sequence
 from ..tables import TableSpec
 from .binlog import BinlogSource, RowChange, SchemaChange, Transaction
 from .evolution import plan
@@ -172,12 +172,17 @@ def purged_tables(conn: pymysql.connections.Connection, captures: Sequence[Table
 class CatchUp:
     """Reads the binlog from the lowest table position to ``stop`` and commits each table."""
 
-    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy):
+    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy,
+                 gtid_known: tuple[BinlogPosition, str] | None = None):
+        """``gtid_known``: a binlog position and the GTID position there, from an earlier catch-up
+        (asking the server costs it a read of the binlog file up to the position)."""
         self.config = config
         self.spark = spark
         self.run_id = run_id
         self.retry = retry
-        self._gtid: tuple[BinlogPosition, str] | None = None  # the last transaction read: its end, GTID
+        # The GTID position at the last transaction read (its end, and the position there), kept
+        # up to date from each transaction's GTID; None where unknown.
+        self._gtid: tuple[BinlogPosition, str] | None = gtid_known
 
     def run(self, conn: pymysql.connections.Connection, captures: Sequence[TableCapture],
             stop: BinlogPosition, stop_seen_at: float | None = None) -> None:
@@ -196,6 +201,9 @@ class CatchUp:
         if start >= stop:  # nothing to read; a table that never recorded synced_at records it now
             self._flush(by_source, start, final=True, synced_at=stop_seen_at)
             return
+        if self._gtid is None or self._gtid[0] != start:
+            known = gtid_position_at(conn, start)
+            self._gtid = (start, known) if known is not None else None
         source = BinlogSource(
             self.config.source, server_id(self.config), self.config.source.database,
             {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
@@ -214,7 +222,7 @@ class CatchUp:
                 buffered += routed
                 read_rows += routed
                 position = transaction.end
-                self._gtid = (position, transaction.gtid) if transaction.gtid else None
+                self._gtid = self._gtid_after(transaction)
                 if buffered >= self.config.defaults.flush_rows:
                     self._flush(by_source, position)
                     buffered = 0
@@ -342,8 +350,29 @@ class CatchUp:
                 raise capture.failure
 
     def _ddl_checkpoint(self, capture: TableCapture, change: SchemaChange, transaction: Transaction) -> Checkpoint:
-        return replace(capture.checkpoint.advanced_to(transaction.end, self.run_id, gtid=transaction.gtid),
+        gtid = self._gtid_text(self._gtid_after(transaction), transaction.end)
+        return replace(capture.checkpoint.advanced_to(transaction.end, self.run_id, gtid=gtid),
                        ddl=change.statement[:200])
+
+    @staticmethod
+    def _gtid_text(at: tuple[BinlogPosition, str] | None, position: BinlogPosition) -> str | None:
+        """The GTID position ``at`` holds for ``position``: None when it holds another position's,
+        or none logged yet."""
+        if at is None or at[0] != position:
+            return None
+        return at[1] or None
+
+    def _gtid_after(self, transaction: Transaction) -> tuple[BinlogPosition, str] | None:
+        """The GTID position once ``transaction`` (the next one read) is logged."""
+        if self._gtid is None:
+            return None
+        after = after_transaction(self._gtid[1], transaction.gtid)
+        return (transaction.end, after) if after is not None else None
+
+    @property
+    def gtid_position(self) -> tuple[BinlogPosition, str] | None:
+        """The last binlog position read and the GTID position there, when known."""
+        return self._gtid
 
     def _route(self, transaction: Transaction, by_source: dict[str, TableCapture]) -> int:
         for problem in transaction.problems:
@@ -399,12 +428,16 @@ class CatchUp:
             # Once per table (after its snapshot, or a checkpoint older than synced_at): an empty
             # commit, so its freshness is known from the first catch-up on, not only after a change.
             first_sync = synced_at is not None and capture.checkpoint.synced_at is None
-            if capture.failure is not None or (position <= capture.start and not capture.rows and not first_sync):
+            # Also once when its last chunks were read (again, after a DDL) and nothing followed
+            # them: the commit ends its snapshot phase.
+            must = first_sync or (final and capture.checkpoint.phase is Phase.SNAPSHOT
+                                  and capture.checkpoint.snapshot is not None and capture.checkpoint.snapshot.complete)
+            if capture.failure is not None or (position <= capture.start and not capture.rows and not must):
                 continue
             target = max(position, capture.start)
-            if not capture.rows and not first_sync and (not final or idle_advance_held(capture, target)):
+            if not capture.rows and not must and (not final or idle_advance_held(capture, target)):
                 continue
-            gtid = self._gtid[1] if self._gtid is not None and self._gtid[0] == target else None
+            gtid = self._gtid_text(self._gtid, target)
             checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at, gtid)
             try:
                 written = bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),

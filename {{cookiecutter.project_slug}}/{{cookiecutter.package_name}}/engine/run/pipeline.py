@@ -41,7 +41,13 @@ from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.window import Window, resolve
-from ..source.connection import check_on_source, connect, current_position, reports_snapshot_positions
+from ..source.connection import (
+    check_on_source,
+    connect,
+    current_position,
+    gtid_position_at,
+    reports_snapshot_positions,
+)
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
 from ..source.typemap import described_column, described_schema, spark_schema, spark_type
@@ -140,6 +146,9 @@ class Pipeline:
         self._checkpoints: dict[str, Checkpoint] = {}
         self._read_to: dict[str, BinlogPosition] = {}
         self._snapshot_mode: SnapshotMode | None = None  # resolved at the first snapshot
+        # The last catch-up's end and the GTID position there: the next one (follow mode) usually
+        # starts there and need not ask the server.
+        self._gtid_position: tuple[BinlogPosition, str] | None = None
 
     # -- public -----------------------------------------------------------------------
 
@@ -266,7 +275,8 @@ class Pipeline:
             log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size,
                      extra=PROGRESS)
             checkpoint = Checkpoint(spec.name, 0, Phase.SNAPSHOT, self.run_id,
-                                    snapshot=SnapshotProgress(schema.key, tuple(chunks)), position=before)
+                                    snapshot=SnapshotProgress(schema.key, tuple(chunks)), position=before,
+                                    gtid=gtid_position_at(conn, before) or None)
         elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
             raise FatalError(
                 f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
@@ -397,8 +407,8 @@ class Pipeline:
         """``startup`` other than initial: create bronze with one empty commit whose checkpoint
         is the start position (see ``cdc.startpoints``); this same run's catch-up reads on from it."""
         position = self._start_position(conn, spec)
-        gtid = spec.start_gtid.strip() if spec.start_gtid is not None else None
-        checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position, gtid=gtid)
+        checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position,
+                                gtid=gtid_position_at(conn, position) or None)
         bronze.append_rows(self.spark, path, [], bronze.bronze_schema(described_schema(schema)), checkpoint)
         log.info("%s: no snapshot (startup %s): silver takes the changes after %s", spec.name,
                  spec.startup, position)
@@ -433,8 +443,9 @@ class Pipeline:
                                              hold_idle=name in hold_idle)
             except Exception as exc:
                 table.fail(exc, self.config.lake_root)
-        CatchUp(self.config, self.spark, self.run_id, self.retry).run(conn, list(captures.values()), stop,
-                                                                      stop_seen_at)
+        catch_up = CatchUp(self.config, self.spark, self.run_id, self.retry, self._gtid_position)
+        catch_up.run(conn, list(captures.values()), stop, stop_seen_at)
+        self._gtid_position = catch_up.gtid_position
         for table in tables:
             capture = captures.get(table.spec.name)
             if capture is None:

@@ -193,3 +193,14 @@ def reports_snapshot_positions(conn: pymysql.connections.Connection) -> bool:
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
         status = {str(name).lower(): value for name, value in cur.fetchall()}
     return bool(status.get("binlog_snapshot_file")) and status.get("binlog_snapshot_position") is not None
+
+
+def gtid_position_at(conn: pymysql.connections.Connection, position: BinlogPosition) -> str | None:
+    """MariaDB's GTID position at a binlog position (``''`` before any GTID); None where the
+    server cannot tell (MySQL, a position inside an event, a purged file)."""
+    try:
+        rows = query(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (position.file, position.offset))
+    except pymysql.err.MySQLError:
+        return None
+    value = rows[0][0] if rows else None
+    return None if value is None else str(value)

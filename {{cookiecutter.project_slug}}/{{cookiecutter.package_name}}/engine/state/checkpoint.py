@@ -72,9 +72,10 @@ class Checkpoint:
     # The batch re-reads rows silver already holds (``repair``): its snapshot rows ('r') are for
     # keys silver has, so silver must MERGE them, never append them as new keys.
     repair: bool = False
-    # MariaDB's GTID (domain-server-seq) of the last transaction ending exactly at ``position``,
-    # when the catch-up that committed it read that transaction (None otherwise). A replica's
-    # file/offset differ from its primary's; this identifies the point across a failover.
+    # MariaDB's GTID position at ``position``: the last GTID (domain-server-seq) of each
+    # replication domain logged up to there, as BINLOG_GTID_POS(file, offset) gives it (None when
+    # unknown: MySQL, or no GTID logged yet). A replica's file/offset differ from its primary's;
+    # this identifies the point across a failover.
     gtid: str | None = None
     # The DDL this commit applied (its text, shortened) and what it did to the lake table's
     # columns, which silver replays before merging any later batch (see ``silver.apply``).
@@ -142,8 +143,8 @@ class Checkpoint:
     position is past every watermark.
         ``synced_at``: when ``position`` was the source's head, if it was; else the earlier
         checkpoint's time stays (a catch-up's intermediate commit is at least that fresh).
-        ``gtid``: the GTID of the transaction ending at ``position`` (kept only when it moved
-        nowhere; an unknown one is not carried over from an earlier position)."""
+        ``gtid``: the GTID position at ``position`` (kept only when it moved nowhere; an unknown
+        one is not carried over from an earlier position)."""
         if gtid is None and position == self.position:
             gtid = self.gtid
         snapshot = self.snapshot

@@ -102,3 +102,21 @@ def parse_gtid(text: str) -> tuple[int, int, int]:
         raise ValueError(f"{text!r} is not one MariaDB GTID (domain-server-sequence, e.g. '0-1-1234')")
     domain, server, seq = (int(part) for part in found.groups())
     return domain, server, seq
+
+
+def after_transaction(gtid_position: str | None, gtid: str | None) -> str | None:
+    """The server's GTID position (the last GTID of each replication domain, as
+    ``BINLOG_GTID_POS()`` writes it) once the transaction ``gtid`` is logged: its domain's entry
+    replaced, or added. An unknown position (None) stays unknown: guessing the other domains'
+    entries would name a point that never existed. A transaction without a GTID changes nothing."""
+    if gtid_position is None or gtid is None:
+        return gtid_position
+    domain = parse_gtid(gtid)[0]
+    entries = [e for e in gtid_position.split(",") if e.strip()]
+    for i, entry in enumerate(entries):
+        if parse_gtid(entry)[0] == domain:
+            entries[i] = gtid
+            break
+    else:
+        entries.append(gtid)
+    return ",".join(entries)
