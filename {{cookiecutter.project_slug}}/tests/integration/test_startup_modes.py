@@ -198,3 +198,34 @@ def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_ev
     ddl = [Checkpoint.from_json(c.user_metadata) for c in deltalog.commits_back(spark, path)
            if c.user_metadata is not None and '"ddl"' in c.user_metadata]
     assert len(ddl) == 1 and set(ddl[0].gtid.split(",")) == _gtid_position_at(mariadb, ddl[0].position)
+
+
+def test_a_gtid_position_of_two_domains_starts_where_the_source_was_at_exactly_that_position(
+        spark, config, mariadb):
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
+        SET SESSION gtid_domain_id = 7;
+        UPDATE customers SET tier = 'gold' WHERE customer_id = 4;
+    """)
+    position = _root_value(mariadb, "SELECT @@gtid_binlog_pos")  # both updates above: not in silver
+    assert len(position.split(",")) >= 2
+    run_source_sql(mariadb, config.source.database, """
+        SET SESSION gtid_domain_id = 7;
+        UPDATE customers SET tier = 'bronze' WHERE customer_id = 5;
+        SET SESSION gtid_domain_id = 0;
+        INSERT INTO customers (customer_id, email, full_name, country, tier, created_at)
+            VALUES (9001, 'new@example.com', 'New Customer', 'DE', 'silver', NOW());
+    """)
+    spec = TableSpec("customers", "customers", startup="gtid", start_gtid=position)
+    (result,) = Pipeline(config, spark, "run-1").ingest([spec])
+    assert result.status == "success" and result.binlog_rows == 2, result.message
+    assert silver_rows(spark, config, "customers") == _changed_since_start(config)
+    # Domain 0 moved on after domain 7's transaction: that pair was never the source's position.
+    domains = dict(g.split("-", 1) for g in position.split(","))
+    later_0 = _root_value(mariadb, "SELECT @@gtid_binlog_pos")
+    never = ",".join(g for g in later_0.split(",") if g.startswith("0-")) + f",7-{domains['7']}"
+    bad = TableSpec("customers2", "customers", startup="gtid", start_gtid=never)
+    with pytest.raises(TablesFailed) as excinfo:
+        Pipeline(config, spark, "run-2").ingest([bad])
+    (failed,) = excinfo.value.results
+    assert failed.setting == "start_gtid" and "was never the source's GTID position" in failed.message

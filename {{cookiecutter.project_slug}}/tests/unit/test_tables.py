@@ -71,11 +71,13 @@ def test_a_startup_position_needs_a_parseable_start_position_and_only_then():
         assert refused.value.setting == "start_position"
 
 
-def test_a_startup_gtid_needs_one_mariadb_gtid_and_only_then():
+def test_a_startup_gtid_needs_a_mariadb_gtid_or_gtid_position_and_only_then():
     spec = TableSpec("orders", "orders", startup="gtid", start_gtid="0-1-1234")
     assert spec.startup is Startup.GTID and not spec.snapshots and spec.start_at() is None
+    assert TableSpec("orders", "orders", startup="gtid", start_gtid="0-1-5, 1-1-7").start_gtid == "0-1-5, 1-1-7"
     for bad in ({"startup": "gtid"}, {"start_gtid": "0-1-5"}, {"startup": "gtid", "start_gtid": "0-1"},
-                {"startup": "gtid", "start_gtid": "0-1-5,1-1-7"}, {"startup": "gtid", "start_gtid": "uuid:5"},
+                {"startup": "gtid", "start_gtid": "0-1-5,0-2-7"}, {"startup": "gtid", "start_gtid": "uuid:5"},
+                {"startup": "gtid", "start_gtid": "0-1-5,"},
                 {"startup": "position", "start_position": "mysql-bin.000003:4", "start_gtid": "0-1-5"}):
         with pytest.raises(ConfigError, match="start_gtid") as refused:
             TableSpec("orders", "orders", **bad)

@@ -14,7 +14,7 @@ from typing import Any
 
 from .config.project import Delivery, SchemaPolicy, Startup
 from .errors import ConfigError
-from .state.positions import BinlogPosition, parse_gtid
+from .state.positions import BinlogPosition, parse_gtid_position
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ class TableSpec:
     tags: tuple[str, ...] = ()
     # A Startup member or its value: "initial" (snapshot first), "latest" (changes from now on
     # only), "position" (changes after ``start_position``, e.g. "mysql-bin.000003:1234"), "gtid"
-    # (changes after the transaction ``start_gtid``, a MariaDB GTID such as "0-1-1234") or
+    # (changes after the transaction ``start_gtid``, a MariaDB GTID such as "0-1-1234", or after
+    # a GTID position with one GTID per replication domain, "0-1-1234,7-1-5") or
     # "timestamp" (transactions the binlog dates at or after ``start_timestamp``, an ISO 8601 time
     # with its zone, e.g. "2026-11-23T10:00:00Z"), or "snapshot" (copied once, consistent at the
     # binlog position the snapshot ends at, then left as it is; FULL_REFRESH=1 copies it again).
@@ -85,7 +86,7 @@ class TableSpec:
             if self.start_position is not None:
                 BinlogPosition.parse(str(self.start_position))
             if self.start_gtid is not None:
-                parse_gtid(str(self.start_gtid))
+                parse_gtid_position(str(self.start_gtid))
             if self.start_timestamp is not None:
                 object.__setattr__(self, "start_timestamp", _aware_time(self.start_timestamp))
         except ValueError as exc:

@@ -6,7 +6,9 @@ stand), by reading it with the engine's own decoder:
 
 - ``gtid``: the end of the transaction with that MariaDB GTID (domain-server-seq). Each binlog
   file opens with the GTID list of everything logged before it (``Gtid_list``), so only the
-  file whose list precedes the GTID is read, up to that transaction.
+  file whose list precedes the GTID is read, up to that transaction. A GTID position (one GTID
+  per replication domain, as ``@@gtid_binlog_pos`` prints it) starts where the last of its
+  transactions ends, once the server confirms its position there was exactly that.
 - ``timestamp``: the end of the last transaction the binlog dates before that time. Binlog
   times are whole seconds, so the comparison is at the second: a transaction in the same second
   as the time is read (read once more rather than missed). Reading starts one file before the
@@ -29,8 +31,8 @@ from collections.abc import Callable, Generator
 import pymysql
 
 from ..errors import ConfigError
-from ..source.connection import binlog_sizes, current_position, query
-from ..state.positions import GTID_TEXT, BinlogPosition, parse_gtid
+from ..source.connection import binlog_sizes, current_position, gtid_position_at, query
+from ..state.positions import GTID_TEXT, BinlogPosition, parse_gtid, parse_gtid_position
 from .binlog import Transaction
 
 # Reads the transactions ending after a position and at or before another (BinlogSource's).
@@ -51,7 +53,25 @@ def logged_before(conn: pymysql.connections.Connection, file: str) -> dict[int, 
     return None
 
 
-def after_gtid(conn: pymysql.connections.Connection, read: Reader, gtid: str, table: str) -> BinlogPosition:
+def after_gtid(conn: pymysql.connections.Connection, read: Reader, text: str, table: str) -> BinlogPosition:
+    """The end of the transaction with the GTID ``text``; for a GTID position (one GTID per
+    domain), the point of the binlog where the server's GTID position was exactly that."""
+    gtids = parse_gtid_position(text)
+    if len(gtids) == 1:
+        return _after_one(conn, read, gtids[0], table)
+    # The last of the transactions ends the point, if the position ever was one: then the
+    # server's own GTID position there is the same set.
+    end = max(_after_one(conn, read, gtid, table) for gtid in gtids)
+    there = gtid_position_at(conn, end)
+    if there is None or set(there.split(",")) != set(gtids):
+        raise ConfigError(
+            f"table {table}: start_gtid {text} was never the source's GTID position (after the last of "
+            f"its transactions, at {end}, it was {there or 'unknown'}): use a value of SELECT "
+            "@@gtid_binlog_pos as the source printed it, or one GTID", table=table, setting="start_gtid")
+    return end
+
+
+def _after_one(conn: pymysql.connections.Connection, read: Reader, gtid: str, table: str) -> BinlogPosition:
     """The end of the transaction with ``gtid``."""
     domain, server, seq = parse_gtid(gtid)
     wanted = f"{domain}-{server}-{seq}"

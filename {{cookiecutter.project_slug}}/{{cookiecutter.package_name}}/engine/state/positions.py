@@ -99,9 +99,19 @@ def parse_gtid(text: str) -> tuple[int, int, int]:
     """``(domain, server, seq)`` of one MariaDB GTID; raises ValueError for anything else."""
     found = GTID_TEXT.fullmatch(text.strip())
     if found is None:
-        raise ValueError(f"{text!r} is not one MariaDB GTID (domain-server-sequence, e.g. '0-1-1234')")
+        raise ValueError(f"{text!r} is not a MariaDB GTID (domain-server-sequence, e.g. '0-1-1234')")
     domain, server, seq = (int(part) for part in found.groups())
     return domain, server, seq
+
+
+def parse_gtid_position(text: str) -> tuple[str, ...]:
+    """The GTIDs of a MariaDB GTID position (``0-1-100,7-1-3``: at most one per replication
+    domain), each as ``domain-server-seq``; raises ValueError for anything else."""
+    gtids = tuple(part.strip() for part in text.split(","))
+    domains = [parse_gtid(g)[0] for g in gtids]
+    if len(set(domains)) != len(domains):
+        raise ValueError(f"{text!r} names a replication domain twice (one GTID per domain, e.g. '0-1-1234,7-1-5')")
+    return tuple("-".join(map(str, parse_gtid(g))) for g in gtids)
 
 
 def after_transaction(gtid_position: str | None, gtid: str | None) -> str | None:
