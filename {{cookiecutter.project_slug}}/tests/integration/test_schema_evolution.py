@@ -164,28 +164,37 @@ def test_a_history_silver_is_rebuilt_from_the_evolved_bronze(spark, config, mari
     assert [r["nick"] for r in versions] == ["none", "three"]
 
 
+def source_sql_at_batch(monkeypatch, mariadb, config, batch: int, sql: str, *, after: bool = False) -> None:
+    """Run ``sql`` on the source as snapshot batch ``batch`` starts (or once it is committed).
+    With 8 chunks of 50 customers, 2 per batch, the first two batches read ids 1-150 and 351-400."""
+    real = pipeline.snapshot_batch
+    started: list[int] = []
+
+    def with_sql(*args, **kwargs):
+        started.append(1)
+        if len(started) == batch and not after:
+            run_source_sql(mariadb, config.source.database, sql)
+        done = real(*args, **kwargs)
+        if len(started) == batch and after:
+            run_source_sql(mariadb, config.source.database, sql)
+        return done
+
+    monkeypatch.setattr(pipeline, "snapshot_batch", with_sql)
+
+
 def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read_again(
         spark, config, mariadb, monkeypatch, caplog):
     # 8 chunks of 50 customers, 2 per commit: the last (unbounded) chunk and ids 1-50 first.
     config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
-    real = pipeline.snapshot_batch
-    batches: list[int] = []
-
-    def ddl_as_the_third_batch_starts(*args, **kwargs):
-        # After the pipeline's check for changed columns, so this batch is read with the old
-        # ones (the next batches are left to be read after the catch-up).
-        batches.append(len(batches) + 1)
-        if len(batches) == 3:  # ids 1-150 and 351-400 are read; 151-350 are not yet
-            run_source_sql(mariadb, config.source.database, """
-                UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
-                ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
-                UPDATE customers SET nick = 'early' WHERE customer_id = 5;
-                UPDATE customers SET nick = 'late', tier = 'silver' WHERE customer_id = 200;
-                DELETE FROM customers WHERE customer_id = 250;
-            """)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline, "snapshot_batch", ddl_as_the_third_batch_starts)
+    # As the third batch starts, after the pipeline's check for changed columns: that batch is
+    # read with the old ones (the next batches are left to be read after the catch-up).
+    source_sql_at_batch(monkeypatch, mariadb, config, 3, """
+        UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
+        UPDATE customers SET nick = 'early' WHERE customer_id = 5;
+        UPDATE customers SET nick = 'late', tier = 'silver' WHERE customer_id = 200;
+        DELETE FROM customers WHERE customer_id = 250;
+    """)
     spec = TableSpec("customers", "customers")
     with caplog.at_level("INFO"):
         (result,) = Pipeline(config, spark, "run-1").ingest([spec])
@@ -233,17 +242,8 @@ DURING_SNAPSHOT = {
 def test_each_ddl_kind_between_two_chunk_batches_ends_with_silver_equal_to_the_source(
         spark, config, mariadb, monkeypatch, kind):
     config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
-    real = pipeline.snapshot_batch
-    batches: list[int] = []
-
-    def ddl_after_the_second_batch(*args, **kwargs):
-        done = real(*args, **kwargs)
-        batches.append(len(batches) + 1)
-        if len(batches) == 2:  # ids 1-150 and 351-400 are read; 151-350 are not yet
-            run_source_sql(mariadb, config.source.database, DURING_SNAPSHOT[kind])
-        return done
-
-    monkeypatch.setattr(pipeline, "snapshot_batch", ddl_after_the_second_batch)
+    # Before the third batch's check for changed columns: its chunks wait for the catch-up.
+    source_sql_at_batch(monkeypatch, mariadb, config, 2, DURING_SNAPSHOT[kind], after=True)
     spec = TableSpec("customers", "customers")
     (result,) = Pipeline(config, spark, "run-1").ingest([spec])
     assert result.status == "success", result.message

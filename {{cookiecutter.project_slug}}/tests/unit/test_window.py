@@ -12,7 +12,8 @@ from {{ cookiecutter.package_name }}.engine.cdc.binlog import RowChange, SchemaC
 from {{ cookiecutter.package_name }}.engine.config.project import SnapshotMode
 from {{ cookiecutter.package_name }}.engine.errors import FatalError, SourceUnavailableError
 from {{ cookiecutter.package_name }}.engine.ops import Op
-from {{ cookiecutter.package_name }}.engine.snapshot.window import Window, changes_in, replay, resolve
+from {{ cookiecutter.package_name }}.engine.snapshot import window as window_module
+from {{ cookiecutter.package_name }}.engine.snapshot.window import LowWatermarks, Window, changes_in, replay, resolve
 from {{ cookiecutter.package_name }}.engine.state.positions import BinlogPosition
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -109,15 +110,15 @@ def test_the_window_keeps_its_tables_changes_in_binlog_order():
 def test_a_ddl_in_the_window_makes_the_chunk_be_read_again_in_a_later_run():
     ddl = Transaction((), at(50), schema_changes=(SchemaChange("t", "ALTER TABLE t ADD c INT", at(50)),))
     other = Transaction((), at(60), schema_changes=(SchemaChange("other", "ALTER TABLE other ADD c INT", at(60)),))
-    assert changes_in([other], "t", 3) == []
+    assert list(changes_in([other], "t", 3)) == []
     with pytest.raises(SourceUnavailableError, match="chunk 3 was read; run again"):
-        changes_in([ddl], "t", 3)
+        list(changes_in([ddl], "t", 3))
 
 
 def test_an_incomplete_row_image_in_the_window_stops_the_table():
     problem = Transaction((), at(50), problems=(TableProblem("t", "a row image lacks columns", at(50)),))
     with pytest.raises(FatalError, match="row image lacks columns"):
-        changes_in([problem], "t", 3)
+        list(changes_in([problem], "t", 3))
 
 
 def test_each_task_of_a_batch_reads_the_binlog_with_its_own_server_id():
@@ -137,3 +138,67 @@ def test_auto_mode_reads_in_a_window_only_where_the_source_has_no_read_view_posi
 
     assert resolve(SnapshotMode.WINDOW, never) is SnapshotMode.WINDOW
     assert resolve(SnapshotMode.CONSISTENT, never) is SnapshotMode.CONSISTENT
+
+
+def test_a_low_watermark_is_a_position_read_at_least_the_margin_before_the_batch():
+    now = [100.0]
+    lows = LowWatermarks(margin_s=10, clock=lambda: now[0])
+    lows.sample(at(10))  # the run's start
+    now[0] = 105
+    lows.sample(at(20))
+    assert lows.low() == at(10)  # nothing 10 s old but the first: the first
+    now[0] = 116
+    lows.sample(at(30))
+    assert lows.low() == at(20)  # read at 105, 11 s ago; at(10) is older than needed
+    now[0] = 200
+    lows.sample(at(40))
+    assert lows.low() == at(30)
+    with pytest.raises(ValueError):
+        LowWatermarks().low()
+
+
+def test_a_binary_key_from_the_binlog_is_padded_as_select_returns_it():
+    from {{ cookiecutter.package_name }}.engine.snapshot.chunking import selected_key
+    from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo
+
+    binary = ColumnInfo("k", "binary", "binary(4)", False)
+    number = ColumnInfo("n", "int", "int", False)
+    assert selected_key((binary, number), (b"ab", 7)) == (b"ab\x00\x00", 7)
+    assert selected_key((number,), (7,)) == (7,)
+
+
+class ShortReads:
+    """A binlog source whose reads stop at ``stops`` in turn (what a replica may see of the
+    window so far), each ending with one transaction there."""
+
+    def __init__(self, *stops: int):
+        self.stops = list(stops)
+        self.reads: list[BinlogPosition] = []
+        self.reached: BinlogPosition | None = None
+
+    def transactions(self, start, stop):
+        self.reads.append(start)
+        end = self.stops[min(len(self.reads), len(self.stops)) - 1]
+        self.reached = at(end)
+        if at(end) > start:
+            yield Transaction((change(Op.UPDATE, 1, f"v{end}", end),), at(end))
+
+
+def test_a_window_read_that_stops_short_of_the_high_watermark_reads_on(monkeypatch):
+    monkeypatch.setattr(window_module, "REACH_PAUSE_S", 0)
+    source = ShortReads(50, 90)
+    got = list(window_module._read_up_to(source, at(10), at(90), "t", 1))
+    assert [t.end for t in got] == [at(50), at(90)] and source.reads == [at(10), at(50)]
+
+
+def test_a_window_read_ending_in_events_of_no_transaction_is_complete(monkeypatch):
+    source = ShortReads(50)
+    source.transactions = lambda start, stop: iter(())  # type: ignore[method-assign]
+    source.reached = at(90)  # a rotation's header events, read but not handed over
+    assert list(window_module._read_up_to(source, at(10), at(90), "t", 1)) == []
+
+
+def test_a_window_read_that_never_reaches_the_high_watermark_fails_the_run(monkeypatch):
+    monkeypatch.setattr(window_module, "REACH_PAUSE_S", 0)
+    with pytest.raises(SourceUnavailableError, match="stopped at .* before the chunk's high watermark"):
+        list(window_module._read_up_to(ShortReads(50), at(10), at(90), "t", 1))

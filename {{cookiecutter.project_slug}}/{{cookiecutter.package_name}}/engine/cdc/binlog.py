@@ -145,6 +145,9 @@ class BinlogSource:
         self._keys = {t: tuple(k) for t, k in keys.items()}
         self._watched: tuple[TableName, ...] = tuple((schema, t) for t in self._keys)
         self._read_timeout = read_timeout
+        # The end of the last event the latest read got, handed over or not (a read stops early
+        # at the end of what the server lets replicas see, which can trail SHOW MASTER STATUS).
+        self.reached: BinlogPosition | None = None
 
     def transactions(self, start: BinlogPosition, stop: BinlogPosition) -> Generator[Transaction, None, None]:
         """Transactions whose commit ends after ``start`` and at or before ``stop``. ``start``
@@ -223,10 +226,15 @@ class BinlogSource:
                 continue
             # Xid, COMMIT or DDL: a commit boundary.
             if end > stop:
+                self.reached = end
                 return
             yield tx.close(end, int(event.timestamp))
             tx = _Pending()
             stream.table_map = _TableMap()
+        # The stream tracks every event it read, also those it did not hand over.
+        file, offset = getattr(stream, "log_file", None), getattr(stream, "log_pos", None)
+        if file is not None and offset is not None:
+            self.reached = BinlogPosition(file, offset)
 
     def _query(self, event: QueryEvent, end: BinlogPosition, tx: _Pending) -> bool:
         """Record what a statement does to watched tables; True when it ends the transaction."""

@@ -29,7 +29,7 @@ from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
 from ..sink import bronze, evolve, history
 from ..sink.silver import LOCAL_BATCH_ROWS
-from ..snapshot.chunking import ChunkLocator, SortKeys
+from ..snapshot.chunking import ChunkLocator, SortKeys, selected_key
 from ..source import ddl as ddl_text
 from ..source.connection import binlog_sizes, gtid_position_at, query
 from ..source.introspect import TableSchema, describe_table
@@ -141,7 +141,7 @@ def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[Ro
     window = changes if not progress.complete else [c for c in changes if c.position <= progress.high_watermark]
     if not window:
         return changes
-    keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
+    keys = [selected_key(capture.schema.key_columns, tuple(c.values[k] for k in capture.schema.key)) for c in window]
     chunks = capture.locator.locate(keys)
     stale = set()
     for change, chunk in zip(window, chunks, strict=True):

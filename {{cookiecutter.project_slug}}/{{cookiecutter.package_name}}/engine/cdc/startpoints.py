@@ -60,8 +60,15 @@ def after_gtid(conn: pymysql.connections.Connection, read: Reader, text: str, ta
     if len(gtids) == 1:
         return _after_one(conn, read, gtids[0], table)
     # The last of the transactions ends the point, if the position ever was one: then the
-    # server's own GTID position there is the same set.
-    end = max(_after_one(conn, read, gtid, table) for gtid in gtids)
+    # server's own GTID position there is the same set. A quiet domain's transaction may sit in
+    # purged files (the position is still a point of the binlog): the others place it.
+    oldest = logged_before(conn, next(iter(binlog_sizes(conn)))) or {}
+    held = [g for g in gtids if oldest.get(parse_gtid(g)[0], 0) < parse_gtid(g)[2]]
+    if not held:
+        raise ConfigError(
+            f"table {table}: start_gtid {text} is in binlogs the source has purged: start from a later GTID "
+            "position, or use startup='initial'", table=table, setting="start_gtid")
+    end = max(_after_one(conn, read, gtid, table) for gtid in held)
     there = gtid_position_at(conn, end)
     if there is None or set(there.split(",")) != set(gtids):
         raise ConfigError(

@@ -40,7 +40,7 @@ from ..sink.layout import apply_layout
 from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
-from ..snapshot.window import Window, resolve
+from ..snapshot.window import LowWatermarks, Window, resolve
 from ..source.connection import (
     check_on_source,
     connect,
@@ -297,13 +297,17 @@ class Pipeline:
         started = time.monotonic()
         done_before = len(checkpoint.snapshot.done)
         mode = self._chunk_mode(conn)
+        lows = LowWatermarks()
+        if checkpoint.batch == 0 and checkpoint.position is not None:
+            lows.sample(checkpoint.position)  # taken before the columns were read
         for first in range(0, len(pending), per_commit):
             if first and self._columns_changed(conn, spec, schema, checkpoint):
                 break
             batch = pending[first : first + per_commit]
-            # The low watermark, taken before the tasks start: see snapshot.window.
-            window = (Window(current_position(conn), server_id(self.config), self.retry.read_timeout_s)
-                      if mode is SnapshotMode.WINDOW else None)
+            window = None
+            if mode is SnapshotMode.WINDOW:
+                lows.sample(current_position(conn))
+                window = Window(lows.low(), server_id(self.config), self.retry.read_timeout_s)
             # A table whose binlog phase began keeps its position: chunks read again after a DDL.
             attempt = replace(checkpoint, batch=checkpoint.batch + 1, phase=Phase.SNAPSHOT, run_id=self.run_id,
                               repair=False, ddl=None, schema_changes=())
@@ -331,7 +335,7 @@ class Pipeline:
         """Whether a DDL changed the table since its chunks began to be read (the next SELECT
         would read other columns, or none). A followed table that evolves leaves its remaining
         chunks to be read after the catch-up has applied the DDL (``_read_chunks_again``); any
-        other table stops this run, and the next one finds the change."""
+        other table stops, naming the command that re-snapshots it."""
         if describe_table(conn, self.config.source.database, spec.source_table, spec.key) == schema:
             return False
         if spec.followed and spec.on_schema_change is SchemaPolicy.EVOLVE and checkpoint.position is not None:
@@ -339,8 +343,7 @@ class Pipeline:
                      "are read once the catch-up has applied the change", spec.name,
                      len(checkpoint.snapshot.pending) if checkpoint.snapshot is not None else 0)
             return True
-        raise SourceUnavailableError(f"table {spec.name}: its columns changed while its snapshot was read; "
-                                     "run again", table=spec.name)
+        raise schema_changed(spec.name, "the table's columns changed while its snapshot was read")
 
     def _chunk_mode(self, conn: pymysql.connections.Connection) -> SnapshotMode:
         if self._snapshot_mode is None:

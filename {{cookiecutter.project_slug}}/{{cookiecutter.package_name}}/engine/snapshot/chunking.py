@@ -216,6 +216,15 @@ def chunk_predicate(columns: Sequence[str], chunk: Chunk) -> tuple[str, list[Any
     return (" AND ".join(parts) or "TRUE"), args
 
 
+def selected_key(columns: Sequence[ColumnInfo], key: KeyValue) -> KeyValue:
+    """A key from a binlog row image as SELECT returns it, so it compares with chunk bounds:
+    the binlog strips BINARY(n)'s trailing zero bytes, SELECT keeps all n."""
+    from ..source.typemap import pad_binary  # here: typemap imports pyspark, which `status` must not
+
+    return tuple(pad_binary(col.display_width or 0, value) if col.data_type == "binary" and value is not None
+                 else value for col, value in zip(columns, key, strict=True))
+
+
 class SortKeys:
     """Byte-comparable sort keys for key tuples, computed by the server for collated strings.
 

@@ -12,13 +12,16 @@ its position, like a consistent-snapshot read records its read view's, and every
 The low watermark must not be later than any transaction the SELECT misses. The binlog is
 written before the storage engine makes a transaction visible, so a position read just before
 the SELECT can already include a transaction the SELECT does not see. Replaying from an earlier
-position is always harmless, so the low watermark is taken by the driver before the chunks are
-handed to the tasks: the window opens a Spark job launch before any SELECT.
+position is always harmless, so the driver takes as a batch's low watermark a position it read
+at least ``LOW_MARGIN_S`` earlier (or at the run's start): a transaction would have to wait that
+long between its binlog write and its engine commit to be missed. This is a margin, not a
+proof: without writing to the source there is no exact test on MySQL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +37,7 @@ from ..source.introspect import TableSchema
 from ..source.typemap import row_converter
 from ..state.positions import BinlogPosition
 from .arrows import rows_to_batch
-from .chunking import Chunk, KeyValue, SortKeys, within
+from .chunking import Chunk, KeyValue, SortKeys, selected_key, within
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,34 @@ class Window:
         low, high = server_ids
         size = high - low + 1
         return replace(self, server_id=low + (self.server_id - low + 1 + slot) % size)
+
+
+# How much older than the batch a low watermark is. A transaction can be in the binlog while the
+# engine does not show it yet (fsync, group commit delays, a semi-sync wait for a replica, 10 s
+# by MySQL's default timeout); replaying from earlier only costs reading more binlog.
+LOW_MARGIN_S = 10.0
+
+
+class LowWatermarks:
+    """Binlog positions the driver sampled, and the low watermark for a batch: the newest one
+    sampled at least ``margin_s`` ago, else the oldest one (the run's first)."""
+
+    def __init__(self, margin_s: float = LOW_MARGIN_S, clock: Callable[[], float] = time.monotonic):
+        self._margin_s = margin_s
+        self._clock = clock
+        self._samples: list[tuple[float, BinlogPosition]] = []
+
+    def sample(self, position: BinlogPosition) -> None:
+        self._samples.append((self._clock(), position))
+
+    def low(self) -> BinlogPosition:
+        if not self._samples:
+            raise ValueError("no position sampled yet")
+        cutoff = self._clock() - self._margin_s
+        old = [i for i, (at, _) in enumerate(self._samples) if at <= cutoff]
+        if old:
+            del self._samples[: old[-1]]  # never needed again: a later sample is old enough
+        return self._samples[0][1]
 
 
 def resolve(mode: SnapshotMode, reports_positions: Callable[[], bool]) -> SnapshotMode:
@@ -97,7 +128,7 @@ def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile,
         return rows, high
     source = BinlogSource(profile, window.server_id, table.schema, {table.table: tuple(table.key)},
                           read_timeout=window.read_timeout_s)
-    changes = changes_in(source.transactions(window.low, high), table.table, chunk.index)
+    changes = changes_in(_read_up_to(source, window.low, high, table.table, chunk.index), table.table, chunk.index)
     convert = row_converter(table, "binlog")
     names = set(table.column_names)
 
@@ -109,13 +140,39 @@ def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile,
         return pa.Table.from_batches([rows_to_batch([convert(v) for v in values], rows.schema)])
 
     sort_keys = SortKeys(conn, table.key_columns)
-    return replay(rows, table.key, changes, images, lambda keys: within(chunk, sort_keys, keys)), high
+
+    def in_chunk(keys: list[KeyValue]) -> list[bool]:
+        return within(chunk, sort_keys, [selected_key(table.key_columns, k) for k in keys])
+
+    return replay(rows, table.key, changes, images, in_chunk), high
 
 
-def changes_in(transactions: Iterable[Transaction], table: str, chunk: int) -> list[RowChange]:
+# A replica may read the binlog only up to what the server has synced, which can trail SHOW
+# MASTER STATUS for a moment (MySQL's sync stage): a read that stops short is tried again.
+REACH_ATTEMPTS = 50
+REACH_PAUSE_S = 0.1
+
+
+def _read_up_to(source: BinlogSource, low: BinlogPosition, high: BinlogPosition, table: str,
+                chunk: int) -> Iterator[Transaction]:
+    """The transactions of ``(low, high]``, all of them: a replay that missed the last ones
+    would record the chunk at ``high`` without them, and the binlog phase would drop them too."""
+    start = low
+    for _ in range(REACH_ATTEMPTS):
+        for transaction in source.transactions(start, high):
+            start = transaction.end
+            yield transaction
+        if start >= high or (source.reached is not None and source.reached >= high):
+            return
+        time.sleep(REACH_PAUSE_S)
+    raise SourceUnavailableError(
+        f"table {table}: the binlog read for snapshot chunk {chunk} stopped at {start}, before the "
+        f"chunk's high watermark {high}; run again", table=table)
+
+
+def changes_in(transactions: Iterable[Transaction], table: str, chunk: int) -> Iterator[RowChange]:
     """The row changes of ``table`` in the window's transactions, in binlog order. A DDL or a
     change the binlog does not describe fully makes the chunk unreadable in this window."""
-    changes: list[RowChange] = []
     for transaction in transactions:
         for problem in transaction.problems:
             if problem.table == table:
@@ -125,14 +182,13 @@ def changes_in(transactions: Iterable[Transaction], table: str, chunk: int) -> l
                 raise SourceUnavailableError(
                     f"table {table}: a DDL at {ddl.position} came while snapshot chunk {chunk} was "
                     "read; run again: the DDL is applied first, then the chunk is read again", table=table)
-        changes.extend(c for c in transaction.changes if c.table == table)
-    return changes
+        yield from (c for c in transaction.changes if c.table == table)
 
 
 def replay(
     rows: pa.Table,
     key: Sequence[str],
-    changes: Sequence[RowChange],
+    changes: Iterable[RowChange],
     images: Callable[[list[dict[str, Any]]], pa.Table],
     in_chunk: Callable[[list[KeyValue]], list[bool]],
 ) -> pa.Table:
@@ -144,11 +200,11 @@ def replay(
     key-changing update arrives as a delete of the old key and an update of the new one.
     ``images`` turns row images into rows of ``rows``' schema, so keys compare as the same Arrow
     values on both sides."""
-    if not changes:
-        return rows
-    last: dict[KeyValue, RowChange] = {}
+    last: dict[KeyValue, RowChange] = {}  # folded as they stream in: one change per key is kept
     for change in changes:
-        last[tuple(change.values[k] for k in key)] = change  # insertion order: first change of a key
+        last[tuple(change.values[k] for k in key)] = change
+    if not last:
+        return rows
     finals = list(last.values())
     wanted = in_chunk(list(last))
     puts = [c.values for c, inside in zip(finals, wanted, strict=True) if inside and c.op is not Op.DELETE]

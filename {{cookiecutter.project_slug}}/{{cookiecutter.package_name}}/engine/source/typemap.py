@@ -275,7 +275,7 @@ def _timestamp_from_binlog(value: Any) -> Any:
     return _timestamp_utc(value)
 
 
-def _pad_binary(width: int, value: Any) -> bytes:
+def pad_binary(width: int, value: Any) -> bytes:
     """The binlog strips BINARY(n)'s trailing zero bytes; SELECT keeps all n."""
     return _as_bytes(value).ljust(width, b"\x00")
 
@@ -340,7 +340,7 @@ def _longest_zero_run(words: tuple[int, ...]) -> tuple[int, int]:
 
 def _mariadb_binary_text(width: int, to_text: Callable[[bytes], str], value: Any) -> str:
     """UUID/INET4/INET6 from the binlog: raw bytes without trailing zero bytes."""
-    return to_text(_pad_binary(width, value))
+    return to_text(pad_binary(width, value))
 
 
 def _identity(value: Any) -> Any:
@@ -417,7 +417,7 @@ def _binlog_step(col: ColumnInfo) -> Convert:
     if kind == "timestamp":
         return _timestamp_from_binlog
     if kind == "binary":
-        return partial(_pad_binary, col.display_width or 0)
+        return partial(pad_binary, col.display_width or 0)
     if kind in MARIADB_BINARY_TEXT:
         return partial(_mariadb_binary_text, MARIADB_BINARY_TEXT[kind], _MARIADB_TEXT[kind])
     return _select_step(col)
