@@ -219,6 +219,8 @@ def chunk_predicate(columns: Sequence[str], chunk: Chunk) -> tuple[str, list[Any
 def selected_key(columns: Sequence[ColumnInfo], key: KeyValue) -> KeyValue:
     """A key from a binlog row image as SELECT returns it, so it compares with chunk bounds:
     the binlog strips BINARY(n)'s trailing zero bytes, SELECT keeps all n."""
+    if all(col.data_type != "binary" for col in columns):
+        return key  # the common case, once per binlog change: nothing to pad
     from ..source.typemap import pad_binary  # here: typemap imports pyspark, which `status` must not
 
     return tuple(pad_binary(col.display_width or 0, value) if col.data_type == "binary" and value is not None

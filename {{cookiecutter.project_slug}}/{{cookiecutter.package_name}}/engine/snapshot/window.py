@@ -113,8 +113,8 @@ def run_hook(profile: SourceProfile, statements: Sequence[str]) -> None:
         conn.commit()
 
 
-def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile, table: TableSchema, chunk: Chunk,
-         window: Window, select: Callable[[], pa.Table]) -> tuple[pa.Table, BinlogPosition]:
+def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile, table: TableSchema,
+                   chunk: Chunk, window: Window, select: Callable[[], pa.Table]) -> tuple[pa.Table, BinlogPosition]:
     """The chunk's rows as they are at its high watermark, and that watermark. ``select`` reads
     the chunk (on ``conn``) as a table of the source's columns."""
     hooks = window.hooks if window.hooks is not None and window.hooks.chunk == chunk.index else None
@@ -206,14 +206,12 @@ def replay(
     if not last:
         return rows
     finals = list(last.values())
-    wanted = in_chunk(list(last))
-    puts = [c.values for c, inside in zip(finals, wanted, strict=True) if inside and c.op is not Op.DELETE]
+    put = [inside and c.op is not Op.DELETE for c, inside in zip(finals, in_chunk(list(last)), strict=True)]
     # Every key a change touched leaves the SELECT's rows, compared as the Arrow values the
-    # images convert to (the SELECT's rows went through the same conversion).
+    # images convert to (the SELECT's rows went through the same conversion); the images to
+    # put take their place.
     touched = images([c.values for c in finals])
     gone = set(zip(*(touched.column(k).to_pylist() for k in key), strict=True))
     kept = [k not in gone for k in zip(*(rows.column(k).to_pylist() for k in key), strict=True)]
-    result = rows.filter(pa.array(kept, type=pa.bool_()))
-    if puts:
-        result = pa.concat_tables([result, images(puts)])
-    return result
+    return pa.concat_tables([rows.filter(pa.array(kept, type=pa.bool_())),
+                             touched.filter(pa.array(put, type=pa.bool_()))])
