@@ -85,6 +85,59 @@ def test_added_renamed_widened_and_dropped_columns_reach_bronze_and_silver_at_th
     assert checked.success, [c for c in checked.checks if not c.success]
 
 
+METADATA_ONLY = """
+ALTER TABLE customers RENAME COLUMN full_name TO name;
+UPDATE customers SET name = 'Renamed Six' WHERE customer_id = 6;
+ALTER TABLE customers MODIFY credit_limit DECIMAL(14,3) NULL;
+UPDATE customers SET credit_limit = 12345678901.125 WHERE customer_id = 8;
+ALTER TABLE customers DROP COLUMN country, ADD COLUMN score INT NULL;
+UPDATE customers SET score = 5 WHERE customer_id = 4;
+ALTER TABLE customers MODIFY score BIGINT NULL;
+ALTER TABLE customers ADD COLUMN country CHAR(2) NULL;
+UPDATE customers SET score = 1099511627776, country = 'XX' WHERE customer_id = 9;
+"""
+
+
+def _files(spark, config, layer: str) -> set[str]:
+    return set(spark.read.format("delta").load(config.table_path(layer, "customers")).inputFiles())
+
+
+def test_rename_drop_and_widening_change_no_file_and_a_later_rewrite_still_reads_every_column(
+        spark, config, mariadb):
+    spec = TableSpec("customers", "customers")
+    Pipeline(config, spark, "run-1").ingest([spec])
+    before = {layer: _files(spark, config, layer) for layer in ("bronze", "silver")}
+    run_source_sql(mariadb, config.source.database, METADATA_ONLY)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    # Every file written before the DDLs is still the table's: none was rewritten.
+    assert before["bronze"] <= _files(spark, config, "bronze")
+    assert before["silver"] <= _files(spark, config, "silver")
+    for layer in ("bronze", "silver"):
+        path = config.table_path(layer, "customers")
+        properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+        assert properties.get("delta.columnMapping.mode") == "name", layer
+        assert properties.get("delta.enableTypeWidening") == "true", layer
+        columns = _columns(spark, config, layer)
+        assert columns["score"] == "bigint" and columns["credit_limit"] == "decimal(14,3)", layer
+        assert "full_name" not in columns and columns["country"] == "string", layer
+    # The re-added country must not show the dropped column's values.
+    silver_rows = spark.read.format("delta").load(config.table_path("silver", "customers"))
+    assert {r["country"] for r in silver_rows.select("country").collect()} == {None, "XX"}
+    # A DDL that gives existing rows a value still rewrites, now on a column-mapped table.
+    run_source_sql(mariadb, config.source.database, """
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
+        UPDATE customers SET nick = 'later', name = 'Later' WHERE customer_id = 5;
+    """)
+    (later,) = Pipeline(config, spark, "run-3").ingest([spec])
+    assert later.status == "success", later.message
+    assert_silver_equals_source(spark, config, "customers")
+    assert bronze_duplicate_changes(spark, config, "customers") == 0
+    (checked,) = run_checks(config, spark, [spec])
+    assert checked.success, [c for c in checked.checks if not c.success]
+
+
 def test_truncate_empties_silver_at_its_position_and_the_rows_after_it_arrive(spark, config, mariadb):
     spec = TableSpec("customers", "customers")
     (first,) = Pipeline(config, spark, "run-1").ingest([spec])

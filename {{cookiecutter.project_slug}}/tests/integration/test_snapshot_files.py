@@ -49,11 +49,13 @@ def test_a_batch_number_another_run_committed_is_refused_and_leaves_no_files(spa
     real = deltafiles.append_files
     calls = []
 
-    def committed_elsewhere_first(spark_, path, files, *, app_id, version, user_metadata):
+    def committed_elsewhere_first(spark_, path, files, *, app_id, version, user_metadata, physical):
         calls.append(version)
         # Another run commits the same batch number (with its own files) just before us.
-        real(spark_, path, [], app_id=app_id, version=version, user_metadata='{"other": "run"}')
-        return real(spark_, path, files, app_id=app_id, version=version, user_metadata=user_metadata)
+        real(spark_, path, [], app_id=app_id, version=version, user_metadata='{"other": "run"}',
+             physical=physical)
+        return real(spark_, path, files, app_id=app_id, version=version, user_metadata=user_metadata,
+                    physical=physical)
 
     monkeypatch.setattr(deltafiles, "append_files", committed_elsewhere_first)
     with pytest.raises(TablesFailed) as failed:
@@ -70,12 +72,16 @@ def test_a_batch_number_another_run_committed_is_refused_and_leaves_no_files(spa
 def test_appending_the_same_version_twice_is_refused_and_commits_nothing(spark, tmp_path):
     path = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(path)
-    deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m1")
+    names = {"id": "id"}
+    deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m1", physical=names)
     version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0]
     with pytest.raises(deltafiles.AlreadyCommitted):
-        deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m2")
+        deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m2", physical=names)
     with pytest.raises(deltafiles.AlreadyCommitted):
-        deltafiles.append_files(spark, path, [], app_id="a", version=0, user_metadata="m0")
+        deltafiles.append_files(spark, path, [], app_id="a", version=0, user_metadata="m0", physical=names)
+    with pytest.raises(deltafiles.StaleColumns):
+        deltafiles.append_files(spark, path, [], app_id="a", version=2, user_metadata="m2",
+                                physical={"id": "col-1"})
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0] == version
 
 
@@ -118,10 +124,11 @@ def test_snapshot_batches_go_to_silver_as_files_one_commit_per_batch(spark, conf
 def test_a_silver_commit_lost_after_its_bronze_commit_is_merged_later(spark, config, monkeypatch):
     real = deltafiles.append_files
 
-    def silver_fails_at_batch_2(spark_, path, files, *, app_id, version, user_metadata):
+    def silver_fails_at_batch_2(spark_, path, files, *, app_id, version, user_metadata, physical):
         if app_id.startswith("silver:") and version == 2:
             raise RuntimeError("killed between the bronze and the silver commit")
-        return real(spark_, path, files, app_id=app_id, version=version, user_metadata=user_metadata)
+        return real(spark_, path, files, app_id=app_id, version=version, user_metadata=user_metadata,
+                    physical=physical)
 
     monkeypatch.setattr(deltafiles, "append_files", silver_fails_at_batch_2)
     config = _one_chunk_per_commit(config)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,7 +34,8 @@ from ..errors import ConcurrentRunError
 from ..snapshot.arrows import arrow_schema, rows_to_batch
 from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
-from . import deltafiles, deltalog
+from ..state.lakechange import LakeChange
+from . import columnmap, deltafiles, deltalog, schemacommit
 
 META_FIELDS = (
     T.StructField("_op", T.StringType(), False),
@@ -58,11 +60,10 @@ def exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
-def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: bool = False,
-           merge_schema: bool = False) -> None:
+def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: bool = False) -> None:
     """Append rows and their checkpoint in one Delta commit (an empty frame still commits).
     ``replace_all``: the frame replaces the whole table, schema included (a schema change that
-    rewrites rows); ``merge_schema``: the frame's new columns are added to the table.
+    rewrites rows).
 
     Raises ``ConcurrentRunError`` when another run committed this batch number first (Delta
     skipped our commit) or committed while ours was in flight (a Delta conflict): nothing of this
@@ -75,7 +76,7 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
         if replace_all:
             writer = writer.mode("overwrite").option("overwriteSchema", "true")
         else:
-            writer = writer.mode("append").option("mergeSchema", str(merge_schema).lower())
+            writer = writer.mode("append")
         (
             writer
             .option("userMetadata", marker)
@@ -97,22 +98,25 @@ def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T
     returns them as the Arrow table that was committed.
 
     On a local lake whose bronze exists, the rows go to one Parquet file written by pyarrow in
-    the table's folder and are committed by :func:`commit_files`: no Spark job, and no per-row
+    the table's folder (under the names bronze reads its columns by) and are committed by
+    :func:`commit_files`: no Spark job, and no per-row
     Python-to-JVM conversion (which cost more than decoding the binlog). Elsewhere they cross to
     Spark as one Arrow table."""
     table = pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
-    if not (deltafiles.is_local(path) and exists(spark, path)):
+    physical = columnmap.table_names(spark, path) if deltafiles.is_local(path) else None
+    if physical is None:
         append(spark.createDataFrame(table, schema=schema), path, checkpoint)
         return table
     files = []
     if rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         file = os.path.join(deltafiles.local_path(path), name)
-        pq.write_table(table, file, compression="snappy")
+        pq.write_table(table.rename_columns(columnmap.renamed(table.column_names, physical)), file,
+                       compression="snappy")
         files.append(deltafiles.DataFile(file, len(rows), {"_batch": checkpoint.batch},
                                          {"_batch": checkpoint.batch}, {"_batch": 0}))
     try:
-        commit_files(spark, path, files, checkpoint)
+        commit_files(spark, path, files, checkpoint, physical)
     except ConcurrentRunError:
         for data in files:  # certainly not committed: remove it now rather than leave litter
             os.unlink(data.path)
@@ -123,13 +127,33 @@ def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T
 
 
 def commit_files(spark: SparkSession, path: str, files: Sequence[deltafiles.DataFile],
-                 checkpoint: Checkpoint) -> None:
-    """One idempotent Delta commit of Parquet ``files`` already in bronze's folder, with
-    ``checkpoint`` as its metadata; the same guarantees as :func:`append` (a batch another run
-    committed first, or a commit racing ours, is a ``ConcurrentRunError``)."""
+                 checkpoint: Checkpoint, physical: Mapping[str, str]) -> None:
+    """One idempotent Delta commit of Parquet ``files`` already in bronze's folder, written with
+    column names ``physical``, with ``checkpoint`` as its metadata; the same guarantees as
+    :func:`append` (a batch another run committed first, a commit racing ours, or columns that
+    changed since the files were written, is a ``ConcurrentRunError``)."""
     try:
         deltafiles.append_files(spark, path, files, app_id=f"bronze:{checkpoint.table}",
-                                version=checkpoint.batch, user_metadata=checkpoint.to_json())
+                                version=checkpoint.batch, user_metadata=checkpoint.to_json(),
+                                physical=physical)
+    except (deltafiles.AlreadyCommitted, deltafiles.StaleColumns):
+        raise concurrent_bronze_write(checkpoint) from None
+    except (CapturedException, Py4JJavaError) as exc:
+        if not is_commit_conflict(exc):
+            raise
+        raise concurrent_bronze_write(checkpoint) from None
+
+
+def commit_schema(spark: SparkSession, path: str, changes: Sequence[LakeChange],
+                  described: Sequence[dict[str, Any]], checkpoint: Checkpoint) -> bool:
+    """Apply ``changes`` to bronze as one metadata-only commit carrying ``checkpoint``
+    (:mod:`schemacommit`); False, with nothing committed, when they need the rows rewritten.
+    ``described``: the source columns afterwards, as Delta schema fields. The same guarantees
+    as :func:`commit_files`."""
+    try:
+        return schemacommit.commit(spark, path, changes, META_COLUMNS, user_metadata=checkpoint.to_json(),
+                                   described=described, app_id=f"bronze:{checkpoint.table}",
+                                   version=checkpoint.batch)
     except deltafiles.AlreadyCommitted:
         raise concurrent_bronze_write(checkpoint) from None
     except (CapturedException, Py4JJavaError) as exc:

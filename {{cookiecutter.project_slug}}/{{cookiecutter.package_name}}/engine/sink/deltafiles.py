@@ -15,6 +15,9 @@ carries the same guarantees as a DataFrame append:
 - The transaction declares it read the whole table, so any commit that lands between its start
   and its end is a conflict: Delta fails this commit instead of appending beside it.
 - The commit info records a ``WRITE`` with ``user_metadata`` (the checkpoint), like the append.
+- The files hold the columns under the names the table reads them by (:mod:`columnmap`): the
+  writer says which it used, and the commit is refused (:class:`StaleColumns`) unless they are
+  exactly the transaction's. Statistics are named the same way.
 - Each file's statistics are exact: its row count and the min/max of the columns given (Delta
   answers ``COUNT(*)`` and skips files from them, so they must never be wrong).
 
@@ -35,6 +38,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from . import columnmap
 from .spark import jvm_view
 
 
@@ -48,9 +52,13 @@ class DataFile:
     max_values: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
 
-    def stats(self) -> str:
-        return json.dumps({"numRecords": self.rows, "minValues": dict(self.min_values),
-                           "maxValues": dict(self.max_values), "nullCount": dict(self.null_counts)})
+    def stats(self, physical: Mapping[str, str]) -> str:
+        """Delta's statistics JSON; it names columns by ``physical`` name, as the files do."""
+        def named(values: Mapping[str, Any]) -> dict[str, Any]:
+            return {physical[k]: v for k, v in values.items()}
+
+        return json.dumps({"numRecords": self.rows, "minValues": named(self.min_values),
+                           "maxValues": named(self.max_values), "nullCount": named(self.null_counts)})
 
 
 class AlreadyCommitted(Exception):
@@ -89,25 +97,75 @@ def last_txn_version(log_dir: Path, newest: int, app_id: str) -> int | None:
     return -1
 
 
-def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile], *, app_id: str,
-                 version: int, user_metadata: str) -> int:
-    """Commit ``files`` to the existing Delta table at ``table_path``; returns the new version.
+class StaleColumns(Exception):
+    """The files were written under column names the table no longer reads (its columns changed
+    since the writer looked): nothing was committed."""
 
-    Raises :class:`AlreadyCommitted` when ``app_id`` already committed ``version`` (or later),
-    and Delta's own exceptions on a conflicting concurrent commit."""
+
+@dataclass(frozen=True)
+class Transaction:
+    """A Delta transaction opened on a table for one app id's next version (py4j objects)."""
+
+    jvm: Any
+    txn: Any
+    app_id: str | None
+    version: int
+
+    def commit(self, actions: Any, user_metadata: str) -> int:
+        """Commit ``actions`` (a Java list) as a ``WRITE`` carrying ``user_metadata`` and, with an
+        app id, its ``SetTransaction``; returns the new table version."""
+        jvm = self.jvm
+        delta = jvm.org.apache.spark.sql.delta
+        none = jvm.scala.Option.empty()
+        if self.app_id is not None:
+            now_ms = int(time.time() * 1000)
+            actions.add(delta.actions.SetTransaction(self.app_id, self.version, jvm.scala.Option.apply(now_ms)))
+        operation = delta.DeltaOperations.Write(
+            jvm.org.apache.spark.sql.SaveMode.Append, none, none, jvm.scala.Option.apply(user_metadata),
+            none, none, none, none, none,
+        )
+        seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq(actions)
+        return int(self.txn.commit(seq, operation))
+
+
+def open_transaction(spark: SparkSession, table_path: str, app_id: str | None, version: int) -> Transaction:
+    """Start a transaction on the existing table that reads the whole table (any commit landing
+    before ours is a conflict). Raises :class:`AlreadyCommitted` when ``app_id`` already
+    committed ``version`` or later."""
     jvm = jvm_view(spark)
-    jspark = spark._jsparkSession
-    delta = jvm.org.apache.spark.sql.delta
-    log = delta.DeltaLog.forTable(jspark, table_path)
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
     txn = log.startTransaction()
     txn.readWholeTable()
+    if app_id is not None:
+        last = None
+        if is_local(table_path):
+            root = local_path(str(log.dataPath().toUri().getPath()))
+            last = last_txn_version(Path(root) / "_delta_log", int(txn.snapshot().version()), app_id)
+        if last is None:
+            last = int(txn.txnVersion(app_id))  # not local, or the commit files were cleaned up
+        if last >= version:
+            raise AlreadyCommitted(f"{app_id} already committed version {version}")
+    return Transaction(jvm, txn, app_id, version)
+
+
+def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile], *, app_id: str,
+                 version: int, user_metadata: str, physical: Mapping[str, str]) -> int:
+    """Commit ``files`` to the existing Delta table at ``table_path``; returns the new version.
+    ``physical``: the column names the files were written with (logical -> name in the file);
+    statistics are given by logical name.
+
+    Raises :class:`AlreadyCommitted` when ``app_id`` already committed ``version`` (or later),
+    :class:`StaleColumns` when the table's columns are no longer ``physical``, and Delta's own
+    exceptions on a conflicting concurrent commit."""
+    opened = open_transaction(spark, table_path, app_id, version)
+    jvm, metadata = opened.jvm, opened.txn.metadata()
+    reads = columnmap.physical_names(str(metadata.schemaString()), columnmap.configuration(metadata))
+    if reads != dict(physical):
+        raise StaleColumns(f"{table_path} reads columns {reads}, the files hold {dict(physical)}")
+    delta = jvm.org.apache.spark.sql.delta
+    log = delta.DeltaLog.forTable(spark._jsparkSession, table_path)
     root = local_path(str(log.dataPath().toUri().getPath())).rstrip("/") + "/"
     files = [replace(data, path=local_path(data.path)) for data in files]
-    last = last_txn_version(Path(root) / "_delta_log", int(txn.snapshot().version()), app_id)
-    if last is None:
-        last = int(txn.txnVersion(app_id))  # the commit files were cleaned up: ask Delta
-    if last >= version:
-        raise AlreadyCommitted(f"{app_id} already committed version {version}")
     none = jvm.scala.Option.empty()
     empty_map = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
     now_ms = int(time.time() * 1000)
@@ -119,12 +177,6 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
         size = os.path.getsize(data.path)
         actions.add(delta.actions.AddFile(
             jvm.java.net.URI(None, None, relative, None).toString(),  # percent-encoded, as Delta expects
-            empty_map, size, now_ms, True, data.stats(), None, None, none, none, none, none, none,
+            empty_map, size, now_ms, True, data.stats(reads), None, None, none, none, none, none, none,
         ))
-    actions.add(delta.actions.SetTransaction(app_id, version, jvm.scala.Option.apply(now_ms)))
-    operation = delta.DeltaOperations.Write(
-        jvm.org.apache.spark.sql.SaveMode.Append, none, none, jvm.scala.Option.apply(user_metadata),
-        none, none, none, none, none,
-    )
-    seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq(actions)
-    return int(txn.commit(seq, operation))
+    return opened.commit(actions, user_metadata)

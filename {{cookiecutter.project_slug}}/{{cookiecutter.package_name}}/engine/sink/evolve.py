@@ -4,18 +4,17 @@ Bronze takes each DDL as one atomic commit that carries the checkpoint at the DD
 a crash leaves either the whole change (and the position past it) or nothing (and the DDL is
 read again):
 
-- a column added with NULL for existing rows is a metadata-only commit (an empty append that
-  adds the column);
+- a column added with NULL for existing rows, a rename, a drop, a type Delta can widen, a new
+  source description: a metadata-only commit (:mod:`schemacommit`, which gives the table column
+  mapping and type widening the first time it needs them);
 - any other change rewrites the table: existing rows get what the source gave them (the added
-  column's default, a widened type, a rename, a dropped column, a NOT NULL column's filled
-  NULLs). Bronze stays a changelog that folds into the source's current state, so silver rebuilt
-  from it equals silver evolved step by step;
+  column's default, a NOT NULL column's filled NULLs, a type Delta cannot widen). Bronze stays
+  a changelog that folds into the source's current state, so silver rebuilt from it equals
+  silver evolved step by step;
 - TRUNCATE is recorded as a delete of every key bronze holds, at the TRUNCATE's position:
   silver empties through its usual MERGE, and bronze shows when it happened.
 
-Column mapping (metadata-only rename and drop) is not used: the engine writes Parquet files
-outside Spark (snapshot chunks, binlog batches) with logical column names, which a column
-mapped table would not read.
+The engine's own Parquet writers name each column as the table reads it (:mod:`columnmap`).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, sequence
-from . import bronze
+from . import bronze, schemacommit
 
 
 def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
@@ -86,9 +85,7 @@ def evolve_bronze(spark: SparkSession, path: str, changes: Sequence[LakeChange],
                   checkpoint: Checkpoint) -> None:
     """Apply ``changes`` to bronze in one commit carrying ``checkpoint``. ``described``: the
     source columns afterwards (:func:`typemap.described_schema`)."""
-    if not any(c.rewrites_rows for c in changes):
-        empty = spark.createDataFrame([], bronze.bronze_schema(described))
-        bronze.append(empty, path, checkpoint, merge_schema=True)
+    if bronze.commit_schema(spark, path, changes, described.jsonValue()["fields"], checkpoint):
         return
     rows = evolved(spark.read.format("delta").load(path), changes, bronze.META_COLUMNS, described)
     bronze.append(rows, path, checkpoint, replace_all=True)
@@ -120,15 +117,10 @@ def truncate_bronze(spark: SparkSession, path: str, key: Sequence[str], checkpoi
 def evolve_silver(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str],
                   marker: str) -> None:
     """Apply ``changes`` to silver in one commit carrying ``marker``: a metadata-only commit when
-    they only add columns that are NULL in existing rows, else a rewrite."""
-    current = spark.read.format("delta").load(path)
+    Delta can record them so (:mod:`schemacommit`), else a rewrite."""
     changes = [c for c in changes if c.changes_silver]
-    if not any(c.rewrites_rows for c in changes):
-        added = [T.StructField(c.column, T._parse_datatype_string(c.type or ""), True) for c in changes]
-        empty = spark.createDataFrame([], T.StructType([*current.schema.fields, *added]))
-        empty.write.format("delta").mode("append").option("mergeSchema", "true").option(
-            "userMetadata", marker).save(path)
+    if schemacommit.commit(spark, path, changes, meta, user_metadata=marker):
         return
-    rows = evolved(current, changes, meta)
+    rows = evolved(spark.read.format("delta").load(path), changes, meta)
     rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(
         "userMetadata", marker).save(path)

@@ -28,7 +28,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from pyspark.sql import types as T
 from .. import errors
 from ..config.project import SourceProfile
 from ..ops import Op
-from ..sink import bronze, deltafiles
+from ..sink import bronze, columnmap, deltafiles
 from ..sink.silver import SILVER_META
 from ..source.connection import connection, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
@@ -77,6 +77,9 @@ class ChunkTask:
     folder: str  # the staging folder for the chunk's Parquet file(s)
     seed_silver: bool = False  # also write the chunk's rows in silver's shape
     window: Window | None = None  # read between watermarks (else in a consistent snapshot)
+    # Column names inside the files (:mod:`columnmap`), None: the logical names.
+    bronze_names: Mapping[str, str] | None = None
+    silver_names: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ class _ChunkFiles:
         self._path = os.path.join(task.folder, name)
         self._silver_path = os.path.join(task.folder, "silver", name) if task.seed_silver else None
         self._silver_columns = silver_columns(task.table)
+        self._bronze_names = columnmap.renamed(schema.names, task.bronze_names)
+        self._silver_file_names = columnmap.renamed(self._silver_columns, task.silver_names)
         self._keys = [k for k in task.table.key if pa.types.is_integer(schema.field(k).type)]
         self._writers: list[pq.ParquetWriter] = []
         self._pending: list[pa.RecordBatch] = []
@@ -184,15 +189,16 @@ class _ChunkFiles:
         if not self._pending:
             return
         rows = pa.Table.from_batches(self._pending)
+        named = rows.rename_columns(self._bronze_names)
+        silver = rows.select(self._silver_columns).rename_columns(self._silver_file_names)
         if not self._writers:
-            self._writers.append(pq.ParquetWriter(self._path, self._schema, compression="snappy"))
+            self._writers.append(pq.ParquetWriter(self._path, named.schema, compression="snappy"))
             if self._silver_path is not None:
                 os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
-                silver = rows.select(self._silver_columns).schema
-                self._writers.append(pq.ParquetWriter(self._silver_path, silver, compression="snappy"))
-        self._writers[0].write_table(rows)
+                self._writers.append(pq.ParquetWriter(self._silver_path, silver.schema, compression="snappy"))
+        self._writers[0].write_table(named)
         if self._silver_path is not None:
-            self._writers[1].write_table(rows.select(self._silver_columns))
+            self._writers[1].write_table(silver)
         self._pending, self._pending_rows = [], 0
 
     def __exit__(self, kind: object, *rest: object) -> None:
@@ -258,12 +264,16 @@ def snapshot_batch(
     schema = bronze.bronze_schema(spark_schema(table))
     # A new bronze table is created while the tasks read: its first Delta operation costs the
     # JVM seconds of warm-up, which then overlap with the read instead of following it.
+    bronze_names = _file_names(spark, bronze_path, bronze.bronze_schema(described_schema(table)).names) \
+        if direct else None
+    silver_names = _file_names(spark, silver_path, silver_columns(table)) if seed else None  # type: ignore[arg-type]
     creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
                 if direct else None)
     moved: list[Path] = []
     try:
         tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder), seed,
-                           window.for_task(slot, server_ids) if window is not None else None)
+                           window.for_task(slot, server_ids) if window is not None else None,
+                           bronze_names, silver_names)
                  for slot, c in enumerate(chunks)]
         try:
             staged = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(stage_chunks).collect()
@@ -289,10 +299,10 @@ def snapshot_batch(
                 shutil.move(chunk.path, destination)  # type: ignore[arg-type]
                 moved.append(destination)
                 placed.append(StagedChunk(chunk.index, chunk.watermark, chunk.rows, str(destination)))
-            _commit_files(spark, bronze_path, placed, committed)
+            _commit_files(spark, bronze_path, placed, committed, bronze_names)  # type: ignore[arg-type]
             moved = []
             if seed:
-                _seed_silver(spark, silver_path, table, files, committed)  # type: ignore[arg-type]
+                _seed_silver(spark, silver_path, table, files, committed, silver_names)  # type: ignore[arg-type]
         else:
             paths = [s.path for s in files if s.path is not None]  # all of them: narrows the type
             rows = (spark.read.schema(schema).parquet(*paths) if paths
@@ -343,8 +353,21 @@ def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
     return applied == checkpoint.batch - 1
 
 
+def _file_names(spark: SparkSession, path: str, columns: Sequence[str]) -> dict[str, str]:
+    """The names ``columns`` take in the files of the local table at ``path``: those it reads
+    them by (:mod:`columnmap`). A table not created yet will be created without column mapping,
+    so it reads each column by its own name: found without asking Delta, whose first call on a
+    new table would wait for the JVM to warm up (it does so while the tasks read instead)."""
+    log_dir = Path(deltafiles.local_path(path)) / "_delta_log"
+    if log_dir.is_dir() and deltafiles.newest_version(log_dir) is not None:
+        found = columnmap.table_names(spark, path)
+        if found is not None:
+            return found
+    return {c: c for c in columns}
+
+
 def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
-                 files: Sequence[StagedChunk], checkpoint: Checkpoint) -> None:
+                 files: Sequence[StagedChunk], checkpoint: Checkpoint, physical: Mapping[str, str]) -> None:
     """Commit the batch's silver-shaped files to silver, as ``silver.apply`` would record a
     MERGE of this batch. A failure only leaves the batch to that MERGE."""
     target = Path(deltafiles.local_path(silver_path))
@@ -361,7 +384,8 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
                 str(destination), chunk.rows, chunk.key_min, chunk.key_max, dict.fromkeys(chunk.key_min, 0)))
         deltafiles.append_files(spark, silver_path, placed, app_id=f"silver:{checkpoint.table}",
                                 version=checkpoint.batch,
-                                user_metadata=json.dumps({"bronze_batch": checkpoint.batch}))
+                                user_metadata=json.dumps({"bronze_batch": checkpoint.batch}),
+                                physical=physical)
         moved = []
     except Exception as exc:  # silver catches up by MERGE at the end of the run
         log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
@@ -412,12 +436,12 @@ def _appears(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
 
 
 def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
-                  checkpoint: Checkpoint) -> None:
+                  checkpoint: Checkpoint, physical: Mapping[str, str]) -> None:
     """One idempotent Delta commit of the chunks' files, with ``checkpoint`` as its metadata."""
     batch = checkpoint.batch
     files = [deltafiles.DataFile(s.path, s.rows, {"_batch": batch}, {"_batch": batch}, {"_batch": 0})
              for s in staged if s.path is not None]
-    bronze.commit_files(spark, path, files, checkpoint)
+    bronze.commit_files(spark, path, files, checkpoint, physical)
 
 
 def _nullable(schema: T.StructType) -> T.StructType:

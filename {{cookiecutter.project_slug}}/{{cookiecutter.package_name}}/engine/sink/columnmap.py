@@ -1,0 +1,65 @@
+"""Delta column mapping: the name each column has inside the table's Parquet files.
+
+A table with ``delta.columnMapping.mode = name`` reads every column from the Parquet column named
+by its ``delta.columnMapping.physicalName`` field metadata, not by its (logical) name: that is
+what lets RENAME and DROP COLUMN be metadata-only commits. The engine writes Parquet files itself
+(snapshot chunks, binlog batches), so it must write those physical names.
+
+Tables are created without column mapping; the first schema change that needs it upgrades the
+table (:mod:`schemacommit`), and Delta's upgrade keeps every existing column's physical name
+equal to its name. So a table without mapping, and every column of an upgraded table that was
+there before the upgrade, is written under its own name; only columns added or renamed later
+differ. Whatever the writer assumed is checked against the committing transaction's schema
+(:func:`deltafiles.append_files`), so a file is never committed under names the table does not
+read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from . import deltalog
+from .spark import jvm_view
+
+MODE = "delta.columnMapping.mode"
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+
+
+def physical_names(schema_string: str, configuration: Mapping[str, str]) -> dict[str, str]:
+    """Logical -> physical name of each top-level column of a Delta schema (JSON) whose table
+    has ``configuration`` (its properties). Without column mapping, each column's own name."""
+    fields: Sequence[dict[str, Any]] = json.loads(schema_string)["fields"]
+    if configuration.get(MODE, "none") == "none":
+        return {f["name"]: f["name"] for f in fields}
+    return {f["name"]: str(f.get("metadata", {}).get(PHYSICAL_NAME, f["name"])) for f in fields}
+
+
+def table_names(spark: SparkSession, path: str) -> dict[str, str] | None:
+    """:func:`physical_names` of the table at ``path`` now; None when there is no table."""
+    log = deltalog.delta_log(spark, path)
+    none = jvm_view(spark).scala.Option.empty()
+    snapshot = log.update(False, none, none)
+    if int(snapshot.version()) < 0:
+        return None
+    metadata = snapshot.metadata()
+    return physical_names(str(metadata.schemaString()), configuration(metadata))
+
+
+def configuration(metadata: Any) -> dict[str, str]:
+    """A Delta ``Metadata`` action's table properties (py4j Scala map) as a dict."""
+    conf = metadata.configuration()
+    keys = conf.keys().iterator()
+    found = {}
+    while keys.hasNext():
+        key = str(keys.next())
+        found[key] = str(conf.get(key).get())
+    return found
+
+
+def renamed(names: Sequence[str], physical: Mapping[str, str] | None) -> list[str]:
+    """``names`` as written in the files: their physical names (themselves without a mapping)."""
+    return list(names) if physical is None else [physical.get(n, n) for n in names]

@@ -1,0 +1,163 @@
+"""Schema changes that Delta records without touching a data file, committed with a checkpoint.
+
+A DDL that adds a NULL column, renames or drops a column, widens a type (integers, DECIMAL
+precision) or only changes a column's source description becomes one Delta commit that changes
+the table's schema and nothing else, carrying the checkpoint (bronze) or marker (silver) like
+any other ``WRITE`` of the table. It takes milliseconds whatever the table's size; a rewrite of
+every file took seconds on the demo table and grows with the table.
+
+- RENAME and DROP COLUMN need Delta column mapping (``delta.columnMapping.mode = name``): the
+  files keep the column under its old (physical) name, the table maps it. Without mapping a
+  renamed column would read as NULL, and a dropped one would come back with its old values if a
+  column of that name were added again.
+- Widening needs Delta type widening (``delta.enableTypeWidening``): the files keep the narrow
+  type and Delta reads it as the wide one; each change is recorded in the column's metadata
+  (``delta.typeChanges``), as Delta's own ``ALTER TABLE ... TYPE`` records it.
+
+A table gets those features (a protocol upgrade: readers need Delta 3.3+ for column mapping and
+type widening together) the first time a change needs them, by a commit of its own before the
+schema change. The upgrade keeps each existing column's physical name equal to its name; a
+crash between the two commits leaves an upgraded table and the DDL still to apply, which the
+next run does.
+
+Anything else (a column added with a value for existing rows, NULLs filled, snapshot rows
+removed, a type change Delta cannot widen) still rewrites the table (:mod:`evolve`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ..source.connection import quote_ident
+from ..state.lakechange import Kind, LakeChange
+from . import columnmap, deltafiles, deltalog
+from .spark import jvm_view
+
+Field = dict[str, Any]  # one field of a Delta schema's JSON
+TYPE_WIDENING = "delta.enableTypeWidening"
+INTEGRAL = ("byte", "short", "integer", "long")
+# Digits left of the point each integral type needs as a DECIMAL (Delta's minimum targets).
+INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+SIMPLE_TO_JSON = {"tinyint": "byte", "smallint": "short", "int": "integer", "bigint": "long"}
+DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+def json_type(simple: str) -> str:
+    """A Spark type's JSON name from its SQL simple string (``bigint`` -> ``long``)."""
+    return SIMPLE_TO_JSON.get(simple, simple)
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether Delta's type widening reads type ``old`` as ``new`` (JSON type names), keeping
+    every value: integers to wider integers, to DOUBLE or to a DECIMAL with enough integer
+    digits; FLOAT to DOUBLE; DECIMAL(p, s) to DECIMAL(p + k1, s + k2) with k1 >= k2 >= 0; DATE to
+    TIMESTAMP_NTZ."""
+    if old == new:
+        return False
+    wide = DECIMAL.fullmatch(new)
+    if old in INTEGRAL:
+        if new in INTEGRAL:
+            return INTEGRAL.index(new) > INTEGRAL.index(old)
+        if new == "double":
+            return old != "long"
+        return wide is not None and int(wide[1]) - int(wide[2]) >= INTEGRAL_DIGITS[old]
+    narrow = DECIMAL.fullmatch(old)
+    if narrow is not None and wide is not None:
+        (p, s), (p2, s2) = (int(narrow[1]), int(narrow[2])), (int(wide[1]), int(wide[2]))
+        return p2 - p >= s2 - s >= 0
+    return (old, new) in {("float", "double"), ("date", "timestamp_ntz")}
+
+
+def evolved_fields(current: Sequence[Field], changes: Sequence[LakeChange], meta: Sequence[str],
+                   described: Sequence[Field] | None = None) -> list[Field] | None:
+    """The table's fields after ``changes``, when Delta can make them a metadata-only change;
+    None when the rows must be rewritten.
+
+    ``current``: the table's fields now (column mapping and type change metadata included),
+    ``meta``: the lake's own columns, kept last; ``described``: the source columns afterwards
+    (bronze), whose descriptions the data fields take (a field keeps its ``delta.*`` metadata:
+    its physical name, id and type changes). An added column goes after the other data columns,
+    as a rewrite puts it."""
+    data = {f["name"]: json.loads(json.dumps(f)) for f in current if f["name"] not in meta}
+    for change in changes:
+        name = change.column
+        if change.kind is Kind.ADD and change.value is None:
+            data[name] = {"name": name, "type": json_type(change.type or ""), "nullable": True, "metadata": {}}
+        elif change.kind is Kind.DROP and name in data:
+            del data[name]
+        elif change.kind is Kind.RENAME and name in data and change.to is not None:
+            data = {(change.to if k == name else k): v for k, v in data.items()}
+            data[change.to]["name"] = change.to
+        elif change.kind is Kind.CAST and name in data and widens(data[name]["type"], json_type(change.type or "")):
+            data[name]["type"] = json_type(change.type or "")
+        elif change.kind is not Kind.DESCRIBE:
+            return None  # values change (ADD with a value, FILL, FORGET), or a change Delta cannot record
+    if described is not None:
+        if sorted(f["name"] for f in described) != sorted(data):
+            return None  # the changes do not lead to the source's columns: rewrite from them
+        for source in described:
+            field = data[source["name"]]
+            if field["type"] != source["type"]:
+                return None
+            own = {k: v for k, v in field["metadata"].items() if k.startswith("delta.")}
+            field["metadata"] = {**{k: v for k, v in source.get("metadata", {}).items()
+                                    if not k.startswith("delta.")}, **own}
+    return [*data.values(), *(f for f in current if f["name"] in meta)]
+
+
+def needed_features(changes: Sequence[LakeChange]) -> dict[str, str]:
+    """The table properties the metadata-only form of ``changes`` needs."""
+    needs: dict[str, str] = {}
+    if any(c.kind in (Kind.RENAME, Kind.DROP) for c in changes):
+        needs[columnmap.MODE] = "name"
+    if any(c.kind is Kind.CAST for c in changes):
+        needs[TYPE_WIDENING] = "true"
+    return needs
+
+
+def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str], *,
+           user_metadata: str, described: Sequence[Field] | None = None, app_id: str | None = None,
+           version: int = 0) -> bool:
+    """Apply ``changes`` to the table at ``path`` as one metadata-only ``WRITE`` commit carrying
+    ``user_metadata`` (and ``app_id``'s ``version``); False, with nothing committed, when they
+    need the rows rewritten. Raises :class:`deltafiles.AlreadyCommitted` and Delta's conflicts
+    as :func:`deltafiles.append_files` does."""
+    snapshot = _snapshot(spark, path)
+    current = json.loads(str(snapshot.metadata().schemaString()))["fields"]
+    if evolved_fields(current, changes, meta, described) is None:
+        return False
+    _upgrade(spark, path, columnmap.configuration(snapshot.metadata()), needed_features(changes))
+    opened = deltafiles.open_transaction(spark, path, app_id, version)
+    metadata = opened.txn.metadata()
+    fields = evolved_fields(json.loads(str(metadata.schemaString()))["fields"], changes, meta, described)
+    if fields is None:  # another writer changed the table since: leave it to the rewrite
+        return False
+    types = opened.jvm.org.apache.spark.sql.types
+    schema = types.DataType.fromJson(json.dumps({"type": "struct", "fields": fields}))
+    # Records each widened column's type change in its metadata, as ALTER TABLE does.
+    schema = opened.jvm.org.apache.spark.sql.delta.TypeWideningMetadata.addTypeWideningMetadata(
+        opened.txn, schema, metadata.schema())
+    opened.txn.updateMetadata(metadata.copy(
+        metadata.id(), metadata.name(), metadata.description(), metadata.format(), schema.json(),
+        metadata.partitionColumns(), metadata.configuration(), metadata.createdTime()), False)
+    opened.commit(opened.jvm.java.util.ArrayList(), user_metadata)
+    return True
+
+
+def _snapshot(spark: SparkSession, path: str) -> Any:
+    none = jvm_view(spark).scala.Option.empty()
+    return deltalog.delta_log(spark, path).update(False, none, none)
+
+
+def _upgrade(spark: SparkSession, path: str, properties: Mapping[str, str], needs: Mapping[str, str]) -> None:
+    """Set the table properties in ``needs`` that it lacks (one commit, none when it has them)."""
+    missing = {k: v for k, v in needs.items() if properties.get(k, "none" if k == columnmap.MODE else "false") != v}
+    if not missing:
+        return
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(missing.items()))
+    spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({settings})")
