@@ -24,6 +24,7 @@ handled here, and wherever the adapter cannot be sure it stops instead of guessi
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -292,3 +293,31 @@ def _text(value: Any) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
     return (text.splitlines() or [type(exc).__name__])[0][:200]
+
+
+# A replica may read the binlog only up to what the server has synced, which can trail SHOW
+# MASTER STATUS for a moment (MySQL's sync stage): a read that stops short is tried again.
+REACH_ATTEMPTS = 50
+REACH_PAUSE_S = 0.1
+
+
+class ShortRead(SourceUnavailableError):
+    """The binlog read kept ending before the position asked for."""
+
+
+def transactions_through(source: BinlogSource, start: BinlogPosition,
+                         stop: BinlogPosition) -> Iterator[Transaction]:
+    """Every transaction of ``(start, stop]``, or :class:`ShortRead`. A non-blocking read ends
+    where the server stops letting replicas see the binlog, which may be short of ``stop``: the
+    read goes on from its last transaction until the stream has reached ``stop`` (events of no
+    transaction, e.g. a new file's header, count), so a caller may take the whole range as read."""
+    position = start
+    for _ in range(REACH_ATTEMPTS):
+        for transaction in source.transactions(position, stop):
+            position = transaction.end
+            yield transaction
+        if position >= stop or (source.reached is not None and source.reached >= stop):
+            return
+        time.sleep(REACH_PAUSE_S)
+    raise ShortRead(f"the binlog read stopped at {position}, before {stop} (where the source's binlog "
+                    "ended when the read started); run again", position=str(position))

@@ -38,7 +38,7 @@ from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, after_transaction, bytes_behind, sequence
 from ..tables import TableSpec
-from .binlog import BinlogSource, RowChange, SchemaChange, Transaction
+from .binlog import BinlogSource, RowChange, SchemaChange, Transaction, transactions_through
 from .evolution import plan
 from .prefetch import ProcessPrefetcher
 
@@ -152,8 +152,10 @@ def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[Ro
 
 
 def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
-    """The reader process's work (a module-level function, so that it pickles)."""
-    return source.transactions(start, stop)
+    """The reader process's work (a module-level function, so that it pickles): every
+    transaction up to ``stop``, since the catch-up records the range as read (follow mode's idle
+    tables then read on from ``stop``)."""
+    return transactions_through(source, start, stop)
 
 
 def transaction_weight(transaction: Transaction) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pymysql
 
-from ..cdc.binlog import BinlogSource, RowChange, Transaction
+from ..cdc.binlog import BinlogSource, RowChange, ShortRead, Transaction, transactions_through
 from ..config.project import SnapshotMode, SourceProfile
 from ..errors import FatalError, SourceUnavailableError
 from ..ops import Op
@@ -147,27 +147,16 @@ def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile,
     return replay(rows, table.key, changes, images, in_chunk), high
 
 
-# A replica may read the binlog only up to what the server has synced, which can trail SHOW
-# MASTER STATUS for a moment (MySQL's sync stage): a read that stops short is tried again.
-REACH_ATTEMPTS = 50
-REACH_PAUSE_S = 0.1
-
-
 def _read_up_to(source: BinlogSource, low: BinlogPosition, high: BinlogPosition, table: str,
                 chunk: int) -> Iterator[Transaction]:
     """The transactions of ``(low, high]``, all of them: a replay that missed the last ones
     would record the chunk at ``high`` without them, and the binlog phase would drop them too."""
-    start = low
-    for _ in range(REACH_ATTEMPTS):
-        for transaction in source.transactions(start, high):
-            start = transaction.end
-            yield transaction
-        if start >= high or (source.reached is not None and source.reached >= high):
-            return
-        time.sleep(REACH_PAUSE_S)
-    raise SourceUnavailableError(
-        f"table {table}: the binlog read for snapshot chunk {chunk} stopped at {start}, before the "
-        f"chunk's high watermark {high}; run again", table=table)
+    try:
+        yield from transactions_through(source, low, high)
+    except ShortRead as exc:
+        raise SourceUnavailableError(
+            f"table {table}: the binlog read for snapshot chunk {chunk} stopped at {exc.position}, before "
+            f"the chunk's high watermark {high}; run again", table=table) from None
 
 
 def changes_in(transactions: Iterable[Transaction], table: str, chunk: int) -> Iterator[RowChange]:
