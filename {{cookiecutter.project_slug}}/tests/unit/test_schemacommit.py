@@ -151,3 +151,9 @@ def test_with_column_mapping_files_hold_columns_under_their_physical_names():
     assert names["plain"] == "plain"  # a column from before the upgrade keeps its name
     assert columnmap.renamed(["id", "name"], names) == ["col-id", "col-name"]
     assert columnmap.renamed(["id", "name"], None) == ["id", "name"]
+
+
+def test_data_columns_an_older_version_added_after_the_lake_columns_move_before_them():
+    older = [*table(), field("note", "string")]  # a NULL column added by a mergeSchema append
+    fields = evolved_fields(older, [LakeChange(Kind.RENAME, "note", to="remark")], META)
+    assert [f["name"] for f in fields] == ["id", "name", "qty", "remark", "_op", "_batch"]
