@@ -3,6 +3,7 @@ with one line; silver ends equal to the source row for row, and bronze folds to 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
 from {{ cookiecutter.package_name }}.engine.run import pipeline
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
-from {{ cookiecutter.package_name }}.engine.sink import silver
+from {{ cookiecutter.package_name }}.engine.sink import deltalog, silver
 from {{ cookiecutter.package_name }}.engine.source.connection import quote_ident
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
@@ -98,6 +99,11 @@ UPDATE customers SET score = 1099511627776, country = 'XX' WHERE customer_id = 9
 """
 
 
+def _delta_schema(spark, path: str) -> dict:
+    none = spark.sparkContext._jvm.scala.Option.empty()
+    return json.loads(deltalog.delta_log(spark, path).update(False, none, none).metadata().schemaString())
+
+
 def _files(spark, config, layer: str) -> set[str]:
     return set(spark.read.format("delta").load(config.table_path(layer, "customers")).inputFiles())
 
@@ -122,6 +128,12 @@ def test_rename_drop_and_widening_change_no_file_and_a_later_rewrite_still_reads
         columns = _columns(spark, config, layer)
         assert columns["score"] == "bigint" and columns["credit_limit"] == "decimal(14,3)", layer
         assert "full_name" not in columns and columns["country"] == "string", layer
+        # Each widening is recorded as Delta's ALTER TABLE records it.
+        fields = {f["name"]: f["metadata"] for f in _delta_schema(spark, path)["fields"]}
+        assert fields["score"]["delta.typeChanges"] == [{"toType": "long", "fromType": "integer"}], layer
+        assert fields["credit_limit"]["delta.typeChanges"] == [
+            {"toType": "decimal(14,3)", "fromType": "decimal(12,2)"}], layer
+        assert fields["name"]["delta.columnMapping.physicalName"] == "full_name", layer
     # The re-added country must not show the dropped column's values.
     silver_rows = spark.read.format("delta").load(config.table_path("silver", "customers"))
     assert {r["country"] for r in silver_rows.select("country").collect()} == {None, "XX"}

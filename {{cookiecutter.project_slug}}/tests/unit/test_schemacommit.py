@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from {{cookiecutter.package_name}}.engine.errors import ConfigError
 from {{cookiecutter.package_name}}.engine.sink import columnmap
 from {{cookiecutter.package_name}}.engine.sink.schemacommit import (
+    TYPE_CHANGES,
     TYPE_WIDENING,
     evolved_fields,
     json_type,
@@ -34,7 +36,8 @@ def table() -> list[dict]:
 
 @pytest.mark.parametrize(("old", "new"), [
     ("byte", "short"), ("short", "integer"), ("integer", "long"), ("byte", "long"),
-    ("integer", "decimal(10,0)"), ("short", "decimal(7,2)"), ("long", "decimal(20,0)"), ("integer", "double"),
+    ("integer", "decimal(10,0)"), ("short", "decimal(10,0)"), ("byte", "decimal(12,2)"), ("long", "decimal(20,0)"),
+    ("integer", "double"),
     ("decimal(10,2)", "decimal(12,4)"), ("decimal(10,2)", "decimal(11,2)"), ("float", "double"),
     ("date", "timestamp_ntz"),
 ])
@@ -44,6 +47,7 @@ def test_delta_widens_types_that_keep_every_value(old, new):
 
 @pytest.mark.parametrize(("old", "new"), [
     ("long", "integer"), ("integer", "integer"), ("integer", "decimal(9,0)"), ("integer", "decimal(12,3)"),
+    ("short", "decimal(7,2)"), ("byte", "decimal(5,0)"),  # Delta asks 10 integer digits of every integer below long
     ("long", "decimal(19,0)"), ("long", "double"), ("decimal(10,2)", "decimal(11,4)"),
     ("decimal(10,2)", "decimal(10,1)"), ("decimal(10,2)", "decimal(12,1)"), ("double", "float"),
     ("integer", "string"), ("string", "binary"), ("timestamp", "timestamp_ntz"),
@@ -75,9 +79,26 @@ def test_an_added_null_column_goes_before_the_lake_columns_without_a_physical_na
     assert fields[3] == {"name": "note", "type": "string", "nullable": True, "metadata": {}}
 
 
-def test_a_supported_widening_changes_only_the_type():
+def test_a_supported_widening_changes_the_type_and_records_the_change_as_delta_does():
     fields = evolved_fields(table(), [LakeChange(Kind.CAST, "qty", type="bigint")], META)
     assert fields[2]["type"] == "long" and fields[2]["metadata"][columnmap.PHYSICAL_NAME] == "col-qty"
+    assert fields[2]["metadata"][TYPE_CHANGES] == [{"toType": "long", "fromType": "integer"}]
+    again = evolved_fields(fields, [LakeChange(Kind.CAST, "qty", type="decimal(20,0)")], META)
+    assert again[2]["metadata"][TYPE_CHANGES] == [{"toType": "long", "fromType": "integer"},
+                                                  {"toType": "decimal(20,0)", "fromType": "long"}]
+
+
+def test_a_column_dropped_and_added_again_with_another_type_records_no_type_change():
+    changes = [LakeChange(Kind.DROP, "name"), LakeChange(Kind.ADD, "name", type="int")]
+    fields = evolved_fields(table(), changes, META)
+    assert fields[2] == {"name": "name", "type": "integer", "nullable": True, "metadata": {}}
+
+
+def test_a_renamed_and_widened_column_records_its_type_change_under_its_new_name():
+    changes = [LakeChange(Kind.RENAME, "qty", to="amount"), LakeChange(Kind.CAST, "amount", type="bigint")]
+    fields = evolved_fields(table(), changes, META)
+    assert fields[2]["name"] == "amount"
+    assert fields[2]["metadata"][TYPE_CHANGES] == [{"toType": "long", "fromType": "integer"}]
 
 
 @pytest.mark.parametrize("change", [
@@ -87,6 +108,8 @@ def test_a_supported_widening_changes_only_the_type():
     LakeChange(Kind.CAST, "qty", type="decimal(5,0)"),  # Delta cannot widen int to it
     LakeChange(Kind.RENAME, "missing", to="other"),
     LakeChange(Kind.DROP, "missing"),
+    LakeChange(Kind.ADD, "qty", type="int"),  # exists already: another run applied the change
+    LakeChange(Kind.RENAME, "name", to="qty"),
 ])
 def test_changes_of_values_or_that_delta_cannot_record_need_a_rewrite(change):
     assert evolved_fields(table(), [change], META) is None
@@ -149,8 +172,22 @@ def test_with_column_mapping_files_hold_columns_under_their_physical_names():
     names = columnmap.physical_names(schema, {columnmap.MODE: "name"})
     assert names["name"] == "col-name" and names["_batch"] == "col-batch"
     assert names["plain"] == "plain"  # a column from before the upgrade keeps its name
-    assert columnmap.renamed(["id", "name"], names) == ["col-id", "col-name"]
+    assert columnmap.renamed([*names][::-1], names) == [*names.values()][::-1]
     assert columnmap.renamed(["id", "name"], None) == ["id", "name"]
+
+
+def test_a_file_whose_columns_are_not_exactly_the_tables_is_refused():
+    names = {"id": "col-id", "y": "x"}  # y was renamed from x: its files hold it as x
+    with pytest.raises(columnmap.StaleColumns):
+        columnmap.renamed(["id", "y", "x"], names)  # a new x would land where y is read from
+    with pytest.raises(columnmap.StaleColumns):
+        columnmap.renamed(["id"], names)  # y would read as NULL
+
+
+def test_a_column_mapping_mode_the_engine_does_not_write_is_a_clear_error():
+    schema = json.dumps({"type": "struct", "fields": table()})
+    with pytest.raises(ConfigError, match="mode 'id'.*set the table property"):
+        columnmap.physical_names(schema, {columnmap.MODE: "id"})
 
 
 def test_data_columns_an_older_version_added_after_the_lake_columns_move_before_them():

@@ -111,8 +111,14 @@ def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T
     if rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         file = os.path.join(deltafiles.local_path(path), name)
-        pq.write_table(table.rename_columns(columnmap.renamed(table.column_names, physical)), file,
-                       compression="snappy")
+        try:
+            names = columnmap.renamed(table.column_names, physical)
+        except columnmap.StaleColumns as exc:
+            raise ConcurrentRunError(
+                f"table {checkpoint.table}: bronze's columns are not those of the rows to write ({exc}): "
+                "another run changed them, or a schema change is not applied yet; nothing was written: run "
+                f"`make ingest TABLE={checkpoint.table}`, then again", table=checkpoint.table) from None
+        pq.write_table(table.rename_columns(names), file, compression="snappy")
         files.append(deltafiles.DataFile(file, len(rows), {"_batch": checkpoint.batch},
                                          {"_batch": checkpoint.batch}, {"_batch": 0}))
     try:

@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ..errors import ConfigError
 from . import deltalog
 from .spark import jvm_view
 
@@ -29,12 +30,21 @@ MODE = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
+class StaleColumns(Exception):
+    """Files would hold other columns than the table reads (its columns changed since the
+    writer looked): nothing is written or committed."""
+
+
 def physical_names(schema_string: str, configuration: Mapping[str, str]) -> dict[str, str]:
     """Logical -> physical name of each top-level column of a Delta schema (JSON) whose table
     has ``configuration`` (its properties). Without column mapping, each column's own name."""
     fields: Sequence[dict[str, Any]] = json.loads(schema_string)["fields"]
-    if configuration.get(MODE, "none") == "none":
+    mode = configuration.get(MODE, "none")
+    if mode == "none":
         return {f["name"]: f["name"] for f in fields}
+    if mode != "name":
+        raise ConfigError(f"a lake table uses Delta column mapping mode '{mode}', which the engine does not "
+                          f"write (its files carry no field ids): set the table property {MODE} to 'name'")
     return {f["name"]: str(f.get("metadata", {}).get(PHYSICAL_NAME, f["name"])) for f in fields}
 
 
@@ -61,5 +71,12 @@ def configuration(metadata: Any) -> dict[str, str]:
 
 
 def renamed(names: Sequence[str], physical: Mapping[str, str] | None) -> list[str]:
-    """``names`` as written in the files: their physical names (themselves without a mapping)."""
-    return list(names) if physical is None else [physical.get(n, n) for n in names]
+    """``names``, a file's columns, as written in it: their physical names (themselves without a
+    mapping). Raises :class:`StaleColumns` unless they are exactly the table's columns: a column
+    the table does not have could land under another column's physical name, and one the file
+    lacks would read as NULL."""
+    if physical is None:
+        return list(names)
+    if sorted(names) != sorted(physical):
+        raise StaleColumns(f"the table has columns {sorted(physical)}, the file {sorted(names)}")
+    return [physical[n] for n in names]

@@ -39,6 +39,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from . import columnmap
+from .columnmap import StaleColumns
 from .spark import jvm_view
 
 
@@ -95,11 +96,6 @@ def last_txn_version(log_dir: Path, newest: int, app_id: str) -> int | None:
             if txn is not None and txn.get("appId") == app_id:
                 return int(txn["version"])
     return -1
-
-
-class StaleColumns(Exception):
-    """The files were written under column names the table no longer reads (its columns changed
-    since the writer looked): nothing was committed."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +156,7 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
     opened = open_transaction(spark, table_path, app_id, version)
     jvm, metadata = opened.jvm, opened.txn.metadata()
     reads = columnmap.physical_names(str(metadata.schemaString()), columnmap.configuration(metadata))
-    if reads != dict(physical):
+    if reads != dict(physical):  # the table's columns changed since the files were written
         raise StaleColumns(f"{table_path} reads columns {reads}, the files hold {dict(physical)}")
     delta = jvm.org.apache.spark.sql.delta
     log = delta.DeltaLog.forTable(spark._jsparkSession, table_path)

@@ -27,12 +27,14 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..errors import ConcurrentRunError
 from ..ops import Op
 from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, sequence
-from . import bronze, schemacommit
+from . import bronze, deltalog, schemacommit
+from .layout import CHANGE_DATA_FEED
 
 
 def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
@@ -47,6 +49,9 @@ def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],
         name = change.column
         if change.kind is Kind.ADD:
             assert change.type is not None
+            if name in columns:  # only if another run applied these changes since they were read
+                raise ConcurrentRunError(f"column {name} is in the lake table already: another run changed "
+                                         "its columns concurrently; nothing was written: run again")
             columns[name] = F.lit(change.value).cast(change.type)
             types[name] = change.type
         elif change.kind is Kind.DROP:
@@ -119,7 +124,8 @@ def evolve_silver(spark: SparkSession, path: str, changes: Sequence[LakeChange],
     """Apply ``changes`` to silver in one commit carrying ``marker``: a metadata-only commit when
     Delta can record them so (:mod:`schemacommit`), else a rewrite."""
     changes = [c for c in changes if c.changes_silver]
-    if schemacommit.commit(spark, path, changes, meta, user_metadata=marker):
+    feed = deltalog.table_property(spark, path, CHANGE_DATA_FEED) == "true"
+    if schemacommit.commit(spark, path, changes, meta, user_metadata=marker, upgrade=not feed):
         return
     rows = evolved(spark.read.format("delta").load(path), changes, meta)
     rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(

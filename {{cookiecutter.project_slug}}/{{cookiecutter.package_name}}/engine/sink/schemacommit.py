@@ -14,11 +14,14 @@ every file took seconds on the demo table and grows with the table.
   type and Delta reads it as the wide one; each change is recorded in the column's metadata
   (``delta.typeChanges``), as Delta's own ``ALTER TABLE ... TYPE`` records it.
 
-A table gets those features (a protocol upgrade: readers need Delta 3.3+ for column mapping and
-type widening together) the first time a change needs them, by a commit of its own before the
-schema change. The upgrade keeps each existing column's physical name equal to its name; a
-crash between the two commits leaves an upgraded table and the DDL still to apply, which the
-next run does.
+A table gets those features (a protocol upgrade: readers need Delta Lake 4.0+, or another reader
+that supports the ``columnMapping`` and ``typeWidening`` table features) the first time a change
+needs them, by a commit of its own before the schema change. The upgrade keeps each existing
+column's physical name equal to its name; a crash between the two commits leaves an upgraded
+table and the DDL still to apply, which the next run does. A silver with Delta's change data
+feed is never upgraded: Delta refuses to give a change feed across a RENAME or DROP made by
+column mapping, so such a silver is rewritten instead (its feed shows every row deleted and
+inserted, as before).
 
 Anything else (a column added with a value for existing rows, NULLs filled, snapshot rows
 removed, a type change Delta cannot widen) still rewrites the table (:mod:`evolve`).
@@ -28,21 +31,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from ..source.connection import quote_ident
 from ..state.lakechange import Kind, LakeChange
-from . import columnmap, deltafiles, deltalog
-from .spark import jvm_view
+from . import columnmap, deltafiles
 
 Field = dict[str, Any]  # one field of a Delta schema's JSON
 TYPE_WIDENING = "delta.enableTypeWidening"
+TYPE_CHANGES = "delta.typeChanges"
 INTEGRAL = ("byte", "short", "integer", "long")
 # Digits left of the point each integral type needs as a DECIMAL (Delta's minimum targets).
-INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+INTEGRAL_DIGITS = {"byte": 10, "short": 10, "integer": 10, "long": 20}
 SIMPLE_TO_JSON = {"tinyint": "byte", "smallint": "short", "int": "integer", "bigint": "long"}
 DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
@@ -86,17 +89,25 @@ def evolved_fields(current: Sequence[Field], changes: Sequence[LakeChange], meta
     data = {f["name"]: json.loads(json.dumps(f)) for f in current if f["name"] not in meta}
     for change in changes:
         name = change.column
-        if change.kind is Kind.ADD and change.value is None:
+        if change.kind is Kind.ADD and change.value is None and name not in data:
             data[name] = {"name": name, "type": json_type(change.type or ""), "nullable": True, "metadata": {}}
         elif change.kind is Kind.DROP and name in data:
             del data[name]
-        elif change.kind is Kind.RENAME and name in data and change.to is not None:
+        elif change.kind is Kind.RENAME and name in data and change.to is not None and change.to not in data:
             data = {(change.to if k == name else k): v for k, v in data.items()}
             data[change.to]["name"] = change.to
         elif change.kind is Kind.CAST and name in data and widens(data[name]["type"], json_type(change.type or "")):
+            # Recorded as Delta's ALTER TABLE ... TYPE records it: readers of the older files
+            # (and DROP FEATURE typeWidening) go by it.
+            old = data[name]["type"]
             data[name]["type"] = json_type(change.type or "")
+            history = data[name]["metadata"].setdefault(TYPE_CHANGES, [])
+            history.append({"toType": data[name]["type"], "fromType": old})
         elif change.kind is not Kind.DESCRIBE:
-            return None  # values change (ADD with a value, FILL, FORGET), or a change Delta cannot record
+            # Values change (ADD with a value, FILL, FORGET), a change Delta cannot record, or one
+            # that does not fit the table (a column that exists already or is missing: another
+            # run changed it concurrently).
+            return None
     if described is not None:
         if sorted(f["name"] for f in described) != sorted(data):
             return None  # the changes do not lead to the source's columns: rewrite from them
@@ -122,26 +133,29 @@ def needed_features(changes: Sequence[LakeChange]) -> dict[str, str]:
 
 def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str], *,
            user_metadata: str, described: Sequence[Field] | None = None, app_id: str | None = None,
-           version: int = 0) -> bool:
+           version: int = 0, upgrade: bool = True) -> bool:
     """Apply ``changes`` to the table at ``path`` as one metadata-only ``WRITE`` commit carrying
     ``user_metadata`` (and ``app_id``'s ``version``); False, with nothing committed, when they
-    need the rows rewritten. Raises :class:`deltafiles.AlreadyCommitted` and Delta's conflicts
-    as :func:`deltafiles.append_files` does."""
-    snapshot = _snapshot(spark, path)
-    current = json.loads(str(snapshot.metadata().schemaString()))["fields"]
-    if evolved_fields(current, changes, meta, described) is None:
-        return False
-    _upgrade(spark, path, columnmap.configuration(snapshot.metadata()), needed_features(changes))
+    need the rows rewritten, or table features the table lacks and ``upgrade`` is off. Raises
+    :class:`deltafiles.AlreadyCommitted` (before anything is done) and Delta's conflicts as
+    :func:`deltafiles.append_files` does."""
     opened = deltafiles.open_transaction(spark, path, app_id, version)
-    metadata = opened.txn.metadata()
-    fields = evolved_fields(json.loads(str(metadata.schemaString()))["fields"], changes, meta, described)
-    if fields is None:  # another writer changed the table since: leave it to the rewrite
+    if _evolved(opened, changes, meta, described) is None:
         return False
-    types = opened.jvm.org.apache.spark.sql.types
-    schema = types.DataType.fromJson(json.dumps({"type": "struct", "fields": fields}))
-    # Records each widened column's type change in its metadata, as ALTER TABLE does.
-    schema = opened.jvm.org.apache.spark.sql.delta.TypeWideningMetadata.addTypeWideningMetadata(
-        opened.txn, schema, metadata.schema())
+    properties = columnmap.configuration(opened.txn.metadata())
+    missing = {k: v for k, v in needed_features(changes).items()
+               if properties.get(k, "none" if k == columnmap.MODE else "false") != v}
+    if missing:
+        if not upgrade:
+            return False
+        settings = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(missing.items()))
+        spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({settings})")
+        opened = deltafiles.open_transaction(spark, path, app_id, version)  # on the upgraded table
+    fields = _evolved(opened, changes, meta, described)
+    if fields is None:  # another writer changed the table meanwhile: leave it to the rewrite
+        return False
+    metadata = opened.txn.metadata()
+    schema = opened.jvm.org.apache.spark.sql.types.DataType.fromJson(json.dumps({"type": "struct", "fields": fields}))
     opened.txn.updateMetadata(metadata.copy(
         metadata.id(), metadata.name(), metadata.description(), metadata.format(), schema.json(),
         metadata.partitionColumns(), metadata.configuration(), metadata.createdTime()), False)
@@ -149,15 +163,7 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
     return True
 
 
-def _snapshot(spark: SparkSession, path: str) -> Any:
-    none = jvm_view(spark).scala.Option.empty()
-    return deltalog.delta_log(spark, path).update(False, none, none)
-
-
-def _upgrade(spark: SparkSession, path: str, properties: Mapping[str, str], needs: Mapping[str, str]) -> None:
-    """Set the table properties in ``needs`` that it lacks (one commit, none when it has them)."""
-    missing = {k: v for k, v in needs.items() if properties.get(k, "none" if k == columnmap.MODE else "false") != v}
-    if not missing:
-        return
-    settings = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(missing.items()))
-    spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({settings})")
+def _evolved(opened: deltafiles.Transaction, changes: Sequence[LakeChange], meta: Sequence[str],
+             described: Sequence[Field] | None) -> list[Field] | None:
+    current = json.loads(str(opened.txn.metadata().schemaString()))["fields"]
+    return evolved_fields(current, changes, meta, described)
