@@ -143,6 +143,7 @@ def test_the_report_names_differing_buckets_keys_and_what_was_left_out():
     assert Reconciliation(buckets=9, differences=(bucket,)).differing_keys() == list(many)
     assert Reconciliation(buckets=3).success
     assert Reconciliation(buckets=3).observed("t") == "all 3 key buckets hold the source's values"
+    assert Reconciliation(buckets=1).observed("t") == "the key bucket holds the source's values"
     refused = Reconciliation(not_compared="too many changes")
     assert not refused.success and refused.observed("t") == "not compared: too many changes"
 

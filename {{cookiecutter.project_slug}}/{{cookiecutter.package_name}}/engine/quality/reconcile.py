@@ -227,7 +227,8 @@ class Reconciliation:
             left_out.append(f"{self.changed_keys} key{plural} changed between the compared positions")
         tail = f"; not compared: {'; '.join(left_out)}" if left_out else ""
         if not self.differences:
-            return f"all {self.buckets} key buckets hold the source's values{tail}"
+            held = "the key bucket holds" if self.buckets == 1 else f"all {self.buckets} key buckets hold"
+            return f"{held} the source's values{tail}"
         shown = "; ".join(d.describe() for d in self.differences[:DRILLED_BUCKETS])
         more = len(self.differences) - DRILLED_BUCKETS
         return (f"{len(self.differences)} of {self.buckets} key buckets differ from the source: {shown}"
