@@ -150,6 +150,24 @@ def test_rename_drop_and_widening_change_no_file_and_a_later_rewrite_still_reads
     assert checked.success, [c for c in checked.checks if not c.success]
 
 
+def test_without_table_features_a_rename_and_widening_rewrite_and_keep_the_tables_protocol(spark, config, mariadb):
+    config = replace(config, defaults=replace(config.defaults, table_features=frozenset()))
+    spec = TableSpec("customers", "customers")
+    Pipeline(config, spark, "run-1").ingest([spec])
+    run_source_sql(mariadb, config.source.database, """
+        ALTER TABLE customers RENAME COLUMN full_name TO name, MODIFY credit_limit DECIMAL(14,3) NULL;
+        UPDATE customers SET name = 'Renamed', credit_limit = 12345678901.125 WHERE customer_id = 5;
+    """)
+    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    for layer in ("bronze", "silver"):
+        path = config.table_path(layer, "customers")
+        assert deltalog.table_property(spark, path, "delta.columnMapping.mode") in (None, "none"), layer
+        assert deltalog.table_property(spark, path, "delta.enableTypeWidening") is None, layer
+        assert _columns(spark, config, layer)["credit_limit"] == "decimal(14,3)", layer
+
+
 def test_truncate_empties_silver_at_its_position_and_the_rows_after_it_arrive(spark, config, mariadb):
     spec = TableSpec("customers", "customers")
     (first,) = Pipeline(config, spark, "run-1").ingest([spec])

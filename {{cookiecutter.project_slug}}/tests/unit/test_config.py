@@ -27,6 +27,7 @@ def test_the_generated_project_file_writes_out_the_builtin_defaults_it_does_not_
         DEFAULTS.commit_rows, DEFAULTS.delivery, DEFAULTS.flush_rows)
     assert tuple(defaults["even_distribution"]) == DEFAULTS.even_distribution
     assert defaults["snapshot_mode"] == DEFAULTS.snapshot_mode
+    assert tuple(defaults["table_features"]) == DEFAULTS.table_features
     assert written["target_dir"] == DEFAULTS.target_dir and written["quality"]["gx_root"] == DEFAULTS.gx_root
     assert written["quality"]["max_lag_seconds"] == DEFAULTS.max_lag_seconds
 
@@ -130,3 +131,15 @@ def test_snapshot_commits_are_sized_by_rows_not_by_chunk_count():
     assert defaults.chunks_per_commit(300_000) == 4  # rounded up: never fewer rows than asked
     assert defaults.chunks_per_commit(2_000_000) == 1
     assert defaults.chunks_per_commit(500) == 2000
+
+
+def test_table_features_may_be_switched_off_and_an_unknown_one_is_a_configuration_error(tmp_path):
+    profiles = "p:\n  target: dev\n  outputs:\n    dev: {host: h, port: 1, user: u, password: x, database: d}\n"
+    (tmp_path / "profiles.yml").write_text(profiles)
+    (tmp_path / "lakehouse_project.yml").write_text("profile: p\nlake_root: lake\ndefaults: {table_features: []}\n")
+    assert load_project(tmp_path, env={}).defaults.table_features == frozenset()
+    (tmp_path / "lakehouse_project.yml").write_text(
+        "profile: p\nlake_root: lake\ndefaults: {table_features: [column_mapping, deletion_vectors]}\n")
+    with pytest.raises(ConfigError, match="table_features is .*use a list of column_mapping, type_widening") as bad:
+        load_project(tmp_path, env={})
+    assert bad.value.setting == "defaults.table_features"

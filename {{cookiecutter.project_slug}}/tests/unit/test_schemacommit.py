@@ -6,9 +6,11 @@ import json
 
 import pytest
 
+from {{cookiecutter.package_name}}.engine.config.defaults import DEFAULTS
 from {{cookiecutter.package_name}}.engine.errors import ConfigError
 from {{cookiecutter.package_name}}.engine.sink import columnmap
 from {{cookiecutter.package_name}}.engine.sink.schemacommit import (
+    FEATURES,
     TYPE_CHANGES,
     TYPE_WIDENING,
     evolved_fields,
@@ -155,10 +157,12 @@ def test_the_input_schema_is_not_modified():
 
 
 def test_rename_and_drop_need_column_mapping_widening_needs_type_widening():
-    assert needed_features([LakeChange(Kind.ADD, "x", type="int")]) == {}
-    assert needed_features([LakeChange(Kind.DROP, "x")]) == {columnmap.MODE: "name"}
+    assert needed_features([LakeChange(Kind.ADD, "x", type="int")]) == set()
+    assert needed_features([LakeChange(Kind.DROP, "x")]) == {"column_mapping"}
     assert needed_features([LakeChange(Kind.RENAME, "x", to="y"), LakeChange(Kind.CAST, "y", type="bigint")]) == {
-        columnmap.MODE: "name", TYPE_WIDENING: "true"}
+        "column_mapping", "type_widening"}
+    assert FEATURES["column_mapping"].prop == columnmap.MODE and FEATURES["type_widening"].prop == TYPE_WIDENING
+    assert set(FEATURES) == set(DEFAULTS.table_features)
 
 
 def test_without_column_mapping_files_hold_each_column_under_its_own_name():

@@ -323,7 +323,7 @@ class CatchUp:
                 assert progress is not None
                 checkpoint = self._read_again(capture, checkpoint, progress, read_after, what)
             evolve.evolve_bronze(self.spark, path, checkpoint.schema_changes, described_schema(evolution.schema),
-                                 checkpoint)
+                                 checkpoint, self.config.defaults.table_features)
             capture.schema = evolution.schema
             capture.convert = row_converter(evolution.schema, "binlog")
             log.info("%s: schema change %s applied to bronze (%s)", name, what,

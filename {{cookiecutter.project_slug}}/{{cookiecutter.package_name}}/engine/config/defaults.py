@@ -21,6 +21,8 @@ class BuiltinDefaults:
     even_distribution: tuple[float, float] = (0.05, 1000.0)
     delivery: str = "exactly_once"  # a config.project.Delivery value
     snapshot_mode: str = "auto"  # a config.project.SnapshotMode value
+    # Delta features a schema change may switch on so that it rewrites no file (sink.schemacommit)
+    table_features: tuple[str, ...] = ("column_mapping", "type_widening")
     server_id_range: tuple[int, int] = (5400, 5499)
     spark_master: str = "local[*]"
     target: str = "dev"

@@ -108,6 +108,8 @@ class Defaults:
     even_distribution: tuple[float, float]
     commit_rows: int  # snapshot rows committed to bronze together (chunks read in parallel)
     snapshot_mode: SnapshotMode = SnapshotMode.AUTO
+    # Delta features a schema change may switch on (sink.schemacommit.FEATURES)
+    table_features: frozenset[str] = frozenset(DEFAULTS.table_features)
 
     def chunks_per_commit(self, chunk_size: int) -> int:
         """Chunks read in parallel and committed together: commits are sized by rows, so a
@@ -194,11 +196,20 @@ def load_project(
             commit_rows=_positive_int(defaults.get("commit_rows", DEFAULTS.commit_rows), "defaults.commit_rows"),
             snapshot_mode=SnapshotMode.parse(defaults.get("snapshot_mode", DEFAULTS.snapshot_mode),
                                              f"{PROJECT_FILE}: defaults.snapshot_mode", "defaults.snapshot_mode"),
+            table_features=_table_features(defaults.get("table_features", list(DEFAULTS.table_features))),
         ),
         server_ids=(int(server_ids[0]), int(server_ids[1])),
         source=source,
         target=target,
     )
+
+
+def _table_features(value: object) -> frozenset[str]:
+    known = DEFAULTS.table_features
+    if not isinstance(value, list) or any(v not in known for v in value):
+        raise ConfigError(f"{PROJECT_FILE}: defaults.table_features is {value!r}; use a list of "
+                          f"{', '.join(known)} (or [] for none)", setting="defaults.table_features")
+    return frozenset(value)
 
 
 def peek_target_dir(root: Path) -> Path | None:

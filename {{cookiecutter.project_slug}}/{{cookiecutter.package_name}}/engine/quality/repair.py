@@ -192,7 +192,7 @@ def rewrite_keys(config: ProjectConfig, spark: SparkSession, spec: TableSpec, sc
     bronze.append_rows(spark, bronze_path, written, bronze.bronze_schema(spark_schema(schema)), repair)
     silver.apply(spark, bronze_path=bronze_path, silver_path=config.table_path(Layer.SILVER, spec.name),
                  key=schema.key, upto_batch=batch, transform=spec.transform, table=spec.name,
-                 scd_type=spec.scd_type)
+                 scd_type=spec.scd_type, table_features=config.defaults.table_features)
     return batch, watermark, len(rows), len(gone)
 
 

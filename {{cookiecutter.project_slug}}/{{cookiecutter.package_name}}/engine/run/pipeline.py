@@ -521,6 +521,7 @@ class Pipeline:
                 recent=table.recent,
                 scd_type=table.spec.scd_type,
                 table=table.spec.name,
+                table_features=self.config.defaults.table_features,
             )
             apply_layout(self.spark, self.config.table_path(Layer.SILVER, table.spec.name), table.spec.layout)
         except Exception as exc:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -151,15 +151,15 @@ def commit_files(spark: SparkSession, path: str, files: Sequence[deltafiles.Data
 
 
 def commit_schema(spark: SparkSession, path: str, changes: Sequence[LakeChange],
-                  described: Sequence[dict[str, Any]], checkpoint: Checkpoint) -> bool:
+                  described: Sequence[dict[str, Any]], checkpoint: Checkpoint, features: Collection[str]) -> bool:
     """Apply ``changes`` to bronze as one metadata-only commit carrying ``checkpoint``
     (:mod:`schemacommit`); False, with nothing committed, when they need the rows rewritten.
-    ``described``: the source columns afterwards, as Delta schema fields. The same guarantees
-    as :func:`commit_files`."""
+    ``described``: the source columns afterwards, as Delta schema fields; ``features``: those it
+    may switch on. The same guarantees as :func:`commit_files`."""
     try:
         return schemacommit.commit(spark, path, changes, META_COLUMNS, user_metadata=checkpoint.to_json(),
                                    described=described, app_id=f"bronze:{checkpoint.table}",
-                                   version=checkpoint.batch)
+                                   version=checkpoint.batch, features=features)
     except deltafiles.AlreadyCommitted:
         raise concurrent_bronze_write(checkpoint) from None
     except (CapturedException, Py4JJavaError) as exc:

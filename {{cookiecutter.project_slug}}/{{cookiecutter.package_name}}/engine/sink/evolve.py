@@ -20,7 +20,7 @@ The engine's own Parquet writers name each column as the table reads it (:mod:`c
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -87,10 +87,11 @@ def _named(column: Column, name: str, field: T.StructField | None) -> Column:
 
 
 def evolve_bronze(spark: SparkSession, path: str, changes: Sequence[LakeChange], described: T.StructType,
-                  checkpoint: Checkpoint) -> None:
+                  checkpoint: Checkpoint, features: Collection[str]) -> None:
     """Apply ``changes`` to bronze in one commit carrying ``checkpoint``. ``described``: the
-    source columns afterwards (:func:`typemap.described_schema`)."""
-    if bronze.commit_schema(spark, path, changes, described.jsonValue()["fields"], checkpoint):
+    source columns afterwards (:func:`typemap.described_schema`); ``features``: the Delta table
+    features it may switch on to avoid a rewrite (:mod:`schemacommit`)."""
+    if bronze.commit_schema(spark, path, changes, described.jsonValue()["fields"], checkpoint, features):
         return
     rows = evolved(spark.read.format("delta").load(path), changes, bronze.META_COLUMNS, described)
     bronze.append(rows, path, checkpoint, replace_all=True)
@@ -120,12 +121,15 @@ def truncate_bronze(spark: SparkSession, path: str, key: Sequence[str], checkpoi
 
 
 def evolve_silver(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str],
-                  marker: str) -> None:
+                  marker: str, features: Collection[str]) -> None:
     """Apply ``changes`` to silver in one commit carrying ``marker``: a metadata-only commit when
-    Delta can record them so (:mod:`schemacommit`), else a rewrite."""
+    Delta can record them so (:mod:`schemacommit`) with the table ``features`` it may switch
+    on, else a rewrite. A silver with a change data feed gets none: Delta gives no feed across a
+    RENAME or DROP made by column mapping."""
     changes = [c for c in changes if c.changes_silver]
-    feed = deltalog.table_property(spark, path, CHANGE_DATA_FEED) == "true"
-    if schemacommit.commit(spark, path, changes, meta, user_metadata=marker, upgrade=not feed):
+    if deltalog.table_property(spark, path, CHANGE_DATA_FEED) == "true":
+        features = ()
+    if schemacommit.commit(spark, path, changes, meta, user_metadata=marker, features=features):
         return
     rows = evolved(spark.read.format("delta").load(path), changes, meta)
     rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
 
 from pyspark.sql import SparkSession
 
@@ -43,6 +43,21 @@ from . import columnmap, deltafiles
 Field = dict[str, Any]  # one field of a Delta schema's JSON
 TYPE_WIDENING = "delta.enableTypeWidening"
 TYPE_CHANGES = "delta.typeChanges"
+COLUMN_MAPPING = "column_mapping"
+TYPE_WIDENING_FEATURE = "type_widening"
+
+
+class Feature(NamedTuple):
+    """A Delta table feature as a table property: its value when on, and when never set."""
+
+    prop: str
+    on: str
+    unset: str
+
+
+# The features a schema change may switch on (a project's ``defaults.table_features``).
+FEATURES = {COLUMN_MAPPING: Feature(columnmap.MODE, "name", "none"),
+            TYPE_WIDENING_FEATURE: Feature(TYPE_WIDENING, "true", "false")}
 INTEGRAL = ("byte", "short", "integer", "long")
 # Digits left of the point each integral type needs as a DECIMAL (Delta's minimum targets).
 INTEGRAL_DIGITS = {"byte": 10, "short": 10, "integer": 10, "long": 20}
@@ -121,34 +136,35 @@ def evolved_fields(current: Sequence[Field], changes: Sequence[LakeChange], meta
     return [*data.values(), *(f for f in current if f["name"] in meta)]
 
 
-def needed_features(changes: Sequence[LakeChange]) -> dict[str, str]:
-    """The table properties the metadata-only form of ``changes`` needs."""
-    needs: dict[str, str] = {}
+def needed_features(changes: Sequence[LakeChange]) -> set[str]:
+    """The table features (names of :data:`FEATURES`) the metadata-only form of ``changes`` needs."""
+    needs = set()
     if any(c.kind in (Kind.RENAME, Kind.DROP) for c in changes):
-        needs[columnmap.MODE] = "name"
+        needs.add(COLUMN_MAPPING)
     if any(c.kind is Kind.CAST for c in changes):
-        needs[TYPE_WIDENING] = "true"
+        needs.add(TYPE_WIDENING_FEATURE)
     return needs
 
 
 def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str], *,
            user_metadata: str, described: Sequence[Field] | None = None, app_id: str | None = None,
-           version: int = 0, upgrade: bool = True) -> bool:
+           version: int = 0, features: Collection[str] = tuple(FEATURES)) -> bool:
     """Apply ``changes`` to the table at ``path`` as one metadata-only ``WRITE`` commit carrying
     ``user_metadata`` (and ``app_id``'s ``version``); False, with nothing committed, when they
-    need the rows rewritten, or table features the table lacks and ``upgrade`` is off. Raises
+    need the rows rewritten, or a table feature the table lacks and ``features`` (those it may
+    be given) leaves out. Raises
     :class:`deltafiles.AlreadyCommitted` (before anything is done) and Delta's conflicts as
     :func:`deltafiles.append_files` does."""
     opened = deltafiles.open_transaction(spark, path, app_id, version)
     if _evolved(opened, changes, meta, described) is None:
         return False
     properties = columnmap.configuration(opened.txn.metadata())
-    missing = {k: v for k, v in needed_features(changes).items()
-               if properties.get(k, "none" if k == columnmap.MODE else "false") != v}
+    missing = sorted(name for name in needed_features(changes)
+                     if properties.get(FEATURES[name].prop, FEATURES[name].unset) != FEATURES[name].on)
     if missing:
-        if not upgrade:
+        if not set(missing) <= set(features):
             return False
-        settings = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(missing.items()))
+        settings = ", ".join(f"'{FEATURES[n].prop}' = '{FEATURES[n].on}'" for n in missing)
         spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({settings})")
         opened = deltafiles.open_transaction(spark, path, app_id, version)  # on the upgraded table
     fields = _evolved(opened, changes, meta, described)

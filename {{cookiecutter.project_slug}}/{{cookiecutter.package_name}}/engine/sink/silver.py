@@ -31,7 +31,7 @@ newest change of each key wins, a delete removes it), so it equals the increment
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
@@ -158,9 +158,11 @@ def apply(
     table: str | None = None,
     recent: Mapping[int, pa.Table] | None = None,
     scd_type: int = 1,
+    table_features: Collection[str] = (),
 ) -> int:
     """Merge bronze batches ``(applied, upto_batch]`` into silver; returns batches applied.
     ``scd_type`` 2 keeps every version of each key (``history``) instead of the newest only.
+    ``table_features``: the Delta features a schema change may switch on (``evolve_silver``).
 
     ``table`` names the table in errors (default: the last part of ``silver_path``). ``recent``
     holds bronze batches this process just committed, as written: when it has every batch to
@@ -181,7 +183,7 @@ def apply(
             # Bronze's rows already have the new columns: silver takes them first, then merges.
             marker = json.dumps({"bronze_batch": done, "schema_batch": replay[-1][0]})
             evolve.evolve_silver(spark, silver_path, [c for _, changes in replay for c in changes],
-                                 SILVER_META, marker)
+                                 SILVER_META, marker, table_features)
             recent = None
     changes = bronze.read_batches(spark, bronze_path, done, upto_batch)
     columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
