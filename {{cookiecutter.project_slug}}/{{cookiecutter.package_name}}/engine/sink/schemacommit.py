@@ -152,9 +152,8 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
     """Apply ``changes`` to the table at ``path`` as one metadata-only ``WRITE`` commit carrying
     ``user_metadata`` (and ``app_id``'s ``version``); False, with nothing committed, when they
     need the rows rewritten, or a table feature the table lacks and ``features`` (those it may
-    be given) leaves out. Raises
-    :class:`deltafiles.AlreadyCommitted` (before anything is done) and Delta's conflicts as
-    :func:`deltafiles.append_files` does."""
+    be given) leaves out. Raises :class:`deltafiles.AlreadyCommitted` (before anything is done)
+    and Delta's conflicts as :func:`deltafiles.append_files` does."""
     opened = deltafiles.open_transaction(spark, path, app_id, version)
     if _evolved(opened, changes, meta, described) is None:
         return False
