@@ -103,6 +103,7 @@ class Transaction:
     """A Delta transaction opened on a table for one app id's next version (py4j objects)."""
 
     jvm: Any
+    log: Any  # the table's DeltaLog
     txn: Any
     app_id: str | None
     version: int
@@ -141,7 +142,7 @@ def open_transaction(spark: SparkSession, table_path: str, app_id: str | None, v
             last = int(txn.txnVersion(app_id))  # not local, or the commit files were cleaned up
         if last >= version:
             raise AlreadyCommitted(f"{app_id} already committed version {version}")
-    return Transaction(jvm, txn, app_id, version)
+    return Transaction(jvm, log, txn, app_id, version)
 
 
 def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile], *, app_id: str,
@@ -159,8 +160,7 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
     if reads != dict(physical):  # the table's columns changed since the files were written
         raise StaleColumns(f"{table_path} reads columns {reads}, the files hold {dict(physical)}")
     delta = jvm.org.apache.spark.sql.delta
-    log = delta.DeltaLog.forTable(spark._jsparkSession, table_path)
-    root = local_path(str(log.dataPath().toUri().getPath())).rstrip("/") + "/"
+    root = local_path(str(opened.log.dataPath().toUri().getPath())).rstrip("/") + "/"
     files = [replace(data, path=local_path(data.path)) for data in files]
     none = jvm.scala.Option.empty()
     empty_map = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())

@@ -156,7 +156,6 @@ class _ChunkFiles:
     def __init__(self, task: ChunkTask, schema: pa.Schema):
         # Unique names: a retried task's earlier files are never committed, so cannot collide.
         name = f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
-        self._schema = schema
         self._path = os.path.join(task.folder, name)
         self._silver_path = os.path.join(task.folder, "silver", name) if task.seed_silver else None
         self._silver_columns = silver_columns(task.table)
@@ -190,14 +189,15 @@ class _ChunkFiles:
             return
         rows = pa.Table.from_batches(self._pending)
         named = rows.rename_columns(self._bronze_names)
-        silver = rows.select(self._silver_columns).rename_columns(self._silver_file_names)
+        silver = (rows.select(self._silver_columns).rename_columns(self._silver_file_names)
+                  if self._silver_path is not None else None)
         if not self._writers:
             self._writers.append(pq.ParquetWriter(self._path, named.schema, compression="snappy"))
-            if self._silver_path is not None:
+            if self._silver_path is not None and silver is not None:
                 os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
                 self._writers.append(pq.ParquetWriter(self._silver_path, silver.schema, compression="snappy"))
         self._writers[0].write_table(named)
-        if self._silver_path is not None:
+        if silver is not None:
             self._writers[1].write_table(silver)
         self._pending, self._pending_rows = [], 0
 
@@ -262,11 +262,10 @@ def snapshot_batch(
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     schema = bronze.bronze_schema(spark_schema(table))
+    bronze_names = _file_names(spark, bronze_path, schema.names) if direct else None
+    silver_names = _file_names(spark, silver_path, silver_columns(table)) if seed else None  # type: ignore[arg-type]
     # A new bronze table is created while the tasks read: its first Delta operation costs the
     # JVM seconds of warm-up, which then overlap with the read instead of following it.
-    bronze_names = _file_names(spark, bronze_path, bronze.bronze_schema(described_schema(table)).names) \
-        if direct else None
-    silver_names = _file_names(spark, silver_path, silver_columns(table)) if seed else None  # type: ignore[arg-type]
     creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
                 if direct else None)
     moved: list[Path] = []
