@@ -100,8 +100,7 @@ UPDATE customers SET score = 1099511627776, country = 'XX' WHERE customer_id = 9
 
 
 def _delta_schema(spark, path: str) -> dict:
-    none = spark.sparkContext._jvm.scala.Option.empty()
-    return json.loads(deltalog.delta_log(spark, path).update(False, none, none).metadata().schemaString())
+    return json.loads(deltalog.snapshot(spark, path).metadata().schemaString())
 
 
 def _files(spark, config, layer: str) -> set[str]:

@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 
 from ..errors import ConfigError
 from . import deltalog
-from .spark import jvm_view
 
 MODE = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
@@ -50,12 +49,10 @@ def physical_names(schema_string: str, configuration: Mapping[str, str]) -> dict
 
 def table_names(spark: SparkSession, path: str) -> dict[str, str] | None:
     """:func:`physical_names` of the table at ``path`` now; None when there is no table."""
-    log = deltalog.delta_log(spark, path)
-    none = jvm_view(spark).scala.Option.empty()
-    snapshot = log.update(False, none, none)
-    if int(snapshot.version()) < 0:
+    newest = deltalog.snapshot(spark, path)
+    if int(newest.version()) < 0:
         return None
-    metadata = snapshot.metadata()
+    metadata = newest.metadata()
     return physical_names(str(metadata.schemaString()), configuration(metadata))
 
 

@@ -25,16 +25,20 @@ def delta_log(spark: SparkSession, path: str) -> Any:  # py4j JavaObject: org.ap
     return jvm_view(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
 
 
+def snapshot(spark: SparkSession, path: str) -> Any:  # py4j JavaObject: Delta's Snapshot
+    """The table's newest snapshot (one listing of the log); version -1 when there is no table."""
+    none = jvm_view(spark).scala.Option.empty()
+    return delta_log(spark, path).update(False, none, none)
+
+
 def newest_version(spark: SparkSession, path: str) -> int:
     """The table's newest commit version, -1 when there is no table (one listing of the log)."""
-    none = jvm_view(spark).scala.Option.empty()
-    return int(delta_log(spark, path).update(False, none, none).version())
+    return int(snapshot(spark, path).version())
 
 
 def table_property(spark: SparkSession, path: str, name: str) -> str | None:
     """A table property of the newest snapshot (``None`` when unset or there is no table)."""
-    none = jvm_view(spark).scala.Option.empty()
-    value = delta_log(spark, path).update(False, none, none).metadata().configuration().get(name)
+    value = snapshot(spark, path).metadata().configuration().get(name)
     return str(value.get()) if value.isDefined() else None
 
 
