@@ -10,12 +10,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
 from pyspark.errors import AnalysisException
 
+from {{ cookiecutter.package_name }}.engine.cdc.feed import BinlogFeed
 from {{ cookiecutter.package_name }}.engine.run.follow import Follower, FollowOptions, SourceLink
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.sink import deltalog
@@ -195,29 +196,33 @@ def test_a_table_without_changes_commits_nothing_while_another_streams_then_catc
         return tuple(deltalog.newest_version(spark, config.table_path(layer, table))  # type: ignore[return-value]
                      for layer in ("bronze", "silver"))
 
-    pipeline = Pipeline(config, spark, "follow-held")
-    follow(pipeline, 1)  # snapshot or catch up both
+    # One binlog reader for every cycle, as `follow` runs it: each cycle's range continues the
+    # last one's (held idle positions included), so the reader is never started again.
+    feed = BinlogFeed()
+    with closing(Pipeline(config, spark, "follow-held", feed=feed)) as pipeline:
+        follow(pipeline, 1)  # snapshot or catch up both
 
-    def change_products_only(price: int) -> None:
-        run_source_sql(mariadb, db, f"UPDATE products SET price = {price} ORDER BY sku LIMIT 1")
+        def change_products_only(price: int) -> None:
+            run_source_sql(mariadb, db, f"UPDATE products SET price = {price} ORDER BY sku LIMIT 1")
+            follow(pipeline, 1)
+
+        # The first binlog advance after a snapshot is committed (it ends the snapshot phase).
+        change_products_only(11)
+        customers = versions("customers")
+        for price in (12, 13, 14):  # then, while only products change, no empty batch per cycle
+            change_products_only(price)
+        assert versions("customers") == customers
+        assert silver_rows(spark, config, "products") == source_rows(config, "products")
+
+        # The held table's next change is read from where the pipeline got to, and lands.
+        run_source_sql(mariadb, db, "UPDATE customers SET tier = 'gold', full_name = 'Held' WHERE customer_id = 2")
         follow(pipeline, 1)
+        assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+        customers = versions("customers")
 
-    # The first binlog advance after a snapshot is committed (it ends the snapshot phase).
-    change_products_only(11)
-    customers = versions("customers")
-    for price in (12, 13, 14):  # then, while only products change, no empty batch per cycle
-        change_products_only(price)
-    assert versions("customers") == customers
-    assert silver_rows(spark, config, "products") == source_rows(config, "products")
-
-    # The held table's next change is read from where the pipeline got to, and lands.
-    run_source_sql(mariadb, db, "UPDATE customers SET tier = 'gold', full_name = 'Held' WHERE customer_id = 2")
-    follow(pipeline, 1)
-    assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
-    customers = versions("customers")
-
-    # With no time to hold, an idle table commits its advance (one bronze and one silver batch).
-    run_source_sql(mariadb, db, "UPDATE products SET price = 15 ORDER BY sku LIMIT 1")
-    follow(pipeline, 1, idle_commit_s=0.0)
-    assert versions("customers") == (customers[0] + 1, customers[1] + 1)
-    assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+        # With no time to hold, an idle table commits its advance (one bronze and one silver batch).
+        run_source_sql(mariadb, db, "UPDATE products SET price = 15 ORDER BY sku LIMIT 1")
+        follow(pipeline, 1, idle_commit_s=0.0)
+        assert versions("customers") == (customers[0] + 1, customers[1] + 1)
+        assert silver_rows(spark, config, "customers") == source_rows(config, "customers")
+    assert feed.starts == 1

@@ -24,6 +24,10 @@ def numbers(count: int, fail_after: int | None = None):
         yield n
 
 
+def own_niceness():
+    yield os.nice(0)
+
+
 def endless_with_pid(path: str):
     with open(path, "w") as out:
         out.write(str(os.getpid()))
@@ -114,3 +118,8 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_reader_can_run_at_a_lower_cpu_priority_than_its_consumer():
+    assert list(ProcessPrefetcher(own_niceness, niceness=5)) == [min(os.nice(0) + 5, 19)]
+    assert list(ProcessPrefetcher(own_niceness)) == [os.nice(0)]

@@ -150,9 +150,19 @@ class BinlogSource:
         # at the end of what the server lets replicas see, which can trail SHOW MASTER STATUS).
         self.reached: BinlogPosition | None = None
 
-    def transactions(self, start: BinlogPosition, stop: BinlogPosition) -> Generator[Transaction, None, None]:
-        """Transactions whose commit ends after ``start`` and at or before ``stop``. ``start``
-        must be a commit boundary."""
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """What a read of this source depends on: equal identities read the same rows."""
+        p = self._profile
+        return (p.host, p.port, p.user, self._server_id, self._schema, tuple(sorted(self._keys.items())),
+                self._read_timeout)
+
+    def transactions(self, start: BinlogPosition,
+                     stop: BinlogPosition | None) -> Generator[Transaction, None, None]:
+        """Transactions whose commit ends after ``start`` and at or before ``stop`` (``None``:
+        up to the end of the binlog as the server shows it now). ``start`` must be a commit
+        boundary, or a position no transaction spans (a binlog file's header events)."""
+        self.reached = None
         stream = BinLogStreamReader(
             connection_settings={
                 "host": self._profile.host,
@@ -199,7 +209,7 @@ class BinlogSource:
             with contextlib.suppress(pymysql.err.MySQLError, OSError):
                 stream.close()  # a dead server must not turn cleanup into a second error
 
-    def _read(self, stream: BinLogStreamReader, stop: BinlogPosition) -> Iterator[Transaction]:
+    def _read(self, stream: BinLogStreamReader, stop: BinlogPosition | None) -> Iterator[Transaction]:
         tx = _Pending()
         started = False
         for event in stream:
@@ -226,7 +236,7 @@ class BinlogSource:
             if isinstance(event, QueryEvent) and not self._query(event, end, tx):
                 continue
             # Xid, COMMIT or DDL: a commit boundary.
-            if end > stop:
+            if stop is not None and end > stop:
                 self.reached = end
                 return
             yield tx.close(end, int(event.timestamp))
@@ -321,3 +331,43 @@ def transactions_through(source: BinlogSource, start: BinlogPosition,
         time.sleep(REACH_PAUSE_S)
     raise ShortRead(f"the binlog read stopped at {position}, before {stop} (where the source's binlog "
                     "ended when the read started); run again", position=str(position))
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The end of one read pass of :func:`tail`: every transaction ending at or before
+    ``position`` was handed over before this."""
+
+    position: BinlogPosition
+
+
+FILE_START = 4  # the first event of every binlog file, after its magic bytes
+# Each read pass of tail() is a new replication connection: passes start at most this often,
+# and, while they find nothing, ever less often, up to TAIL_IDLE_INTERVAL_S.
+TAIL_INTERVAL_S = 0.5
+TAIL_IDLE_INTERVAL_S = 1.0
+
+
+def tail(source: BinlogSource, start: BinlogPosition) -> Iterator[Transaction | Reached]:
+    """Transactions after ``start``, without end: the binlog as it grows (follow mode's one
+    stream). Each read pass runs to the end of what the server shows and is followed by a
+    :class:`Reached`, so that a consumer knows how far the binlog is read even when nothing of
+    interest was in it. A pass that ends in a backlog is followed at once by the next.
+
+    A pass that found no transaction but moved to a newer binlog file (a rotation) goes on from
+    the start of that file, so an idle stream never rests on a file the server may purge."""
+    position = start
+    interval = TAIL_INTERVAL_S
+    while True:
+        began = time.monotonic()
+        found = False
+        for transaction in source.transactions(position, None):
+            position = transaction.end
+            found = True
+            yield transaction
+        reached = source.reached
+        if not found and reached is not None and reached.file != position.file and reached > position:
+            position = BinlogPosition(reached.file, FILE_START)
+        yield Reached(max(position, reached) if reached is not None else position)
+        interval = TAIL_INTERVAL_S if found else min(2 * interval, TAIL_IDLE_INTERVAL_S)
+        time.sleep(max(0.0, interval - (time.monotonic() - began)))

@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -40,6 +40,7 @@ from ..state.positions import BinlogPosition, after_transaction, bytes_behind, s
 from ..tables import TableSpec
 from .binlog import BinlogSource, RowChange, SchemaChange, Transaction, transactions_through
 from .evolution import plan
+from .feed import BinlogFeed
 from .prefetch import ProcessPrefetcher
 
 log = logging.getLogger(__name__)
@@ -175,10 +176,12 @@ class CatchUp:
     """Reads the binlog from the lowest table position to ``stop`` and commits each table."""
 
     def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy,
-                 gtid_known: tuple[BinlogPosition, str] | None = None):
+                 gtid_known: tuple[BinlogPosition, str] | None = None, feed: BinlogFeed | None = None):
         """``gtid_known``: a binlog position and the GTID position there, from an earlier catch-up
-        (asking the server costs it a read of the binlog file up to the position)."""
+        (asking the server costs it a read of the binlog file up to the position). ``feed``: a
+        binlog reader kept across catch-ups (follow mode), instead of one per catch-up."""
         self.config = config
+        self.feed = feed
         self.spark = spark
         self.run_id = run_id
         self.retry = retry
@@ -250,8 +253,12 @@ class CatchUp:
         attempt = 0
         while True:
             try:
-                reader = ProcessPrefetcher(partial(read_transactions, source, position, stop),
-                                           weight=transaction_weight)
+                reader: Iterable[Transaction]
+                if self.feed is not None:
+                    reader = self.feed.transactions(source, position, stop)
+                else:
+                    reader = ProcessPrefetcher(partial(read_transactions, source, position, stop),
+                                               weight=transaction_weight)
                 for transaction in reader:
                     attempt = 0
                     position = transaction.end

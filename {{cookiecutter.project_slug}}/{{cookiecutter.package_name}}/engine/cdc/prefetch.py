@@ -46,7 +46,8 @@ class ProcessPrefetcher(Generic[T]):
 
     ``factory`` and ``weight`` must be picklable (module-level functions, or ``partial`` of
     them), and so must the items. The child starts when iteration starts and is stopped when the
-    consumer stops iterating, whatever the reason."""
+    consumer stops iterating, whatever the reason. ``niceness`` lowers the child's CPU priority
+    (a reader that runs ahead should take only what the lake writes leave)."""
 
     def __init__(
         self,
@@ -56,13 +57,14 @@ class ProcessPrefetcher(Generic[T]):
         group_weight: int = 2000,
         weight: Callable[[T], int] = _count_one,
         poll_s: float = 1.0,
+        niceness: int = 0,
     ):
         # spawn, not fork: the parent holds threads (py4j, the JVM's output) whose locks a
         # forked child could inherit in a held state.
         context = multiprocessing.get_context("spawn")
         self._queue = context.Queue(maxsize=depth)
         self._process = context.Process(target=_produce, name="binlog-reader", daemon=True,
-                                        args=(factory, self._queue, group_weight, weight, os.getpid()))
+                                        args=(factory, self._queue, group_weight, weight, os.getpid(), niceness))
         self._poll_s = poll_s
 
     def __iter__(self) -> Iterator[T]:
@@ -113,8 +115,10 @@ def _sigint_ignored() -> Iterator[None]:
 
 
 def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue, group_weight: int,
-             weight: Callable[[T], int], parent: int) -> None:
+             weight: Callable[[T], int], parent: int, niceness: int) -> None:
     """The child process: read, send groups of items, then an end marker or the error."""
+    if niceness:
+        os.nice(niceness)
     # Ctrl-C reaches the whole foreground process group: the parent decides what it means
     # (follow mode finishes its cycle first) and stops this process when it has to.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -22,7 +22,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -383,6 +383,8 @@ def _lake_spark(config: ProjectConfig, *, long_running: bool = False, before_spa
 
 
 def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = False):
+    """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader."""
+    from ..cdc.feed import BinlogFeed
     from ..source.connection import connection
     from ..source.preflight import run_preflight
     from .pipeline import Pipeline
@@ -392,7 +394,7 @@ def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = Fa
             run_preflight(conn)
 
     spark = _lake_spark(config, long_running=long_running, before_spark=preflight)
-    return spark, Pipeline(config, spark, invocation)
+    return spark, Pipeline(config, spark, invocation, feed=BinlogFeed() if long_running else None)
 
 
 def cmd_ingest(args, config, package, invocation, started) -> int:
@@ -429,7 +431,7 @@ def cmd_follow(args, config, package, invocation, started) -> int:
         discover = NewTables(lambda: _specs(args, package),
                              lambda spec: added_later.enter_context(table_locks(locks, [spec.name], "follow")))
         # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
-        with stop_requests() as stop, _file_only(capture.log, capture.READING):
+        with stop_requests() as stop, _file_only(capture.log, capture.READING), closing(pipeline):
             outcome = Follower(pipeline, specs, SourceLink(config.source), stop, options, serve, discover).run()
     failed = _print_results(outcome.results, args.log_format)
     summary = (f"{outcome.cycles} cycle(s), {outcome.cycles - outcome.idle_cycles} ingested, "

@@ -32,6 +32,7 @@ from ..cdc.capture import (
     schema_changed,
     server_id,
 )
+from ..cdc.feed import BinlogFeed
 from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode
 from ..errors import ConfigError, FatalError, IngestError, SourceUnavailableError
 from ..logs import PROGRESS
@@ -136,8 +137,11 @@ def _copied(checkpoint: Checkpoint) -> bool:
 
 class Pipeline:
     def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str,
-                 retry: RetryPolicy | None = None):
+                 retry: RetryPolicy | None = None, feed: BinlogFeed | None = None):
+        """``feed``: one binlog reader for every catch-up of this pipeline (follow mode), which
+        decodes on while the lake is written; :meth:`close` stops it."""
         self.config = config
+        self.feed = feed
         self.spark = spark
         self.run_id = run_id
         self.retry = retry or RetryPolicy()
@@ -217,6 +221,11 @@ class Pipeline:
         if errors:
             raise TablesFailed(results, errors)
         return results
+
+    def close(self) -> None:
+        """Stop the binlog feed's reader, if there is one."""
+        if self.feed is not None:
+            self.feed.close()
 
     def resume_position(self, table: str) -> BinlogPosition | None:
         """Where the next catch-up of ``table`` starts, as of this pipeline's last successful
@@ -446,7 +455,7 @@ class Pipeline:
                                              hold_idle=name in hold_idle)
             except Exception as exc:
                 table.fail(exc, self.config.lake_root)
-        catch_up = CatchUp(self.config, self.spark, self.run_id, self.retry, self._gtid_position)
+        catch_up = CatchUp(self.config, self.spark, self.run_id, self.retry, self._gtid_position, self.feed)
         catch_up.run(conn, list(captures.values()), stop, stop_seen_at)
         self._gtid_position = catch_up.gtid_position
         for table in tables:
