@@ -76,6 +76,18 @@ def test_an_idle_tail_in_the_same_file_reads_again_from_its_last_transaction(mon
     assert [start for start, _ in source.reads] == [at(10), at(50), at(50)]
 
 
+def test_tail_passes_start_at_most_every_interval_and_ever_less_often_while_they_find_nothing(monkeypatch):
+    # Each pass is a replication connection: a reader that polled back to back would open
+    # dozens a second on the source.
+    monkeypatch.setattr(binlog_module, "TAIL_INTERVAL_S", 0.25)
+    monkeypatch.setattr(binlog_module, "TAIL_IDLE_INTERVAL_S", 1.0)
+    pauses: list[float] = []
+    monkeypatch.setattr(binlog_module.time, "sleep", pauses.append)
+    source = Passes(([tx(50)], at(50)))  # then passes that find nothing
+    first(tail(source, at(10)), 6)  # type: ignore[arg-type]
+    assert pauses == pytest.approx([0.25, 0.5, 1.0, 1.0], abs=0.05)
+
+
 def test_a_marker_fills_its_message_so_the_reader_sends_it_at_once():
     from {{ cookiecutter.package_name }}.engine.cdc.feed import GROUP_WEIGHT
 
