@@ -19,7 +19,7 @@ from .test_full_types import KINDS, Kind, e
 pytestmark = pytest.mark.integration
 
 TABLE = "fast_types"
-SLOW = {"bit1", "bit12", "bit64", "enm", "st", "js", "geom", "pnt", "line", "poly", "mpnt", "mline", "mpoly",
+SLOW = {"bit1", "bit12", "bit64", "js", "geom", "pnt", "line", "poly", "mpnt", "mline", "mpoly",
         "coll"}  # and every TIME: types the library decodes
 FAST_KINDS: tuple[Kind, ...] = (
     *(k for k in KINDS if k.name not in SLOW and not k.name.startswith("time")),

@@ -6,11 +6,12 @@ machine that decoding, not the lake, bounds a binlog catch-up. Here each column 
 gets its reader once (a precompiled ``struct`` or a small function over the event's bytes), and
 a row image is one loop over them.
 
-The values are exactly the library's, including its quirks (a zero DATE is None, a TIMESTAMP is
-a naive UTC datetime, text that its charset cannot name stays bytes), so everything downstream
-(``typemap``'s binlog converters) is unchanged. Only the common column types are decoded here;
-an event of a table with any other type (BIT, ENUM, SET, JSON, TIME, spatial, old-style
-temporal types), a partial JSON update, or images without every column goes to the library.
+The values are exactly those the adapter had from the library (after ``binlog_values``), including
+its quirks (a zero DATE is None, a TIMESTAMP is a naive UTC datetime, text that its charset
+cannot name stays bytes), so everything downstream (``typemap``'s binlog converters) is
+unchanged. Only the common column types are decoded here; an event of a table with any other
+type (BIT, JSON, TIME, spatial, old-style temporal types), a partial JSON update, or images
+without every column goes to the library.
 A decoded event must end exactly where its bytes end (every reader checks that its bytes are
 there): anything else means this module read a value wrongly, and the read stops instead of
 passing on shifted values.
@@ -116,7 +117,7 @@ def decode(event: Any) -> list[dict[str, Any]] | None:
         raise _misread(event, f"{type(exc).__name__}: {exc}") from None
     # Every reader checks its bytes are there, so the loop ends exactly at the data's end.
     if len(images) % images_per_row:
-        raise _misread(event, f"{len(images)} image(s) for {images_per_row} a row")
+        raise _misread(event, f"an update event of {len(images)} row images, an odd number")
     return images
 
 
@@ -152,6 +153,10 @@ def _reader(column: Any, errors: str) -> Read | None:
         return partial(_timestamp2, column.fsp)
     if kind == FIELD_TYPE.YEAR:
         return _year
+    if kind == FIELD_TYPE.ENUM and column.size in (1, 2):
+        return partial(_enum, column.size, tuple(column.enum_values) if column.enum_values else None)
+    if kind == FIELD_TYPE.SET and 1 <= column.size <= 8:
+        return partial(_set, column.size, tuple(column.set_values) if column.set_values else ())
     return None
 
 
@@ -276,3 +281,25 @@ def _timestamp2(fsp: int, data: bytes, pos: int) -> tuple[dt.datetime, int]:
 
 def _year(data: bytes, pos: int) -> tuple[int, int]:
     return data[pos] + 1900, pos + 1
+
+
+def _unsigned(size: int, data: bytes, pos: int) -> tuple[int, int]:
+    end = pos + size
+    if end > len(data):
+        raise IndexError("an integer past the event's end")
+    return int.from_bytes(data[pos:end], "little"), end
+
+
+def _enum(size: int, members: tuple[str, ...] | None, data: bytes, pos: int) -> tuple[str | None, int]:
+    """The member at the stored index (0: the empty string of an invalid value); None without
+    the members in the table map, as the library."""
+    index, end = _unsigned(size, data, pos)
+    return (members[index] if members is not None else None), end
+
+
+def _set(size: int, members: tuple[str, ...], data: bytes, pos: int) -> tuple[set[str] | frozenset[str], int]:
+    """The members whose bits are set; an empty SET is ``frozenset()``, as ``binlog_values``
+    restores it from the library's None."""
+    mask, end = _unsigned(size, data, pos)
+    chosen = {member for bit, member in enumerate(members) if mask & (1 << bit)}
+    return (chosen if chosen else frozenset()), end
