@@ -8,6 +8,7 @@ import pytest
 from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from {{ cookiecutter.package_name }}.engine.cdc import rowimage
 from {{ cookiecutter.package_name }}.engine.cdc.binlog import BinlogSource, UnknownTableIdError, _TableMap
 from {{ cookiecutter.package_name }}.engine.cdc.capture import TableCapture, after_watermarks
 from {{ cookiecutter.package_name }}.engine.config.project import SourceProfile
@@ -144,6 +145,21 @@ def test_a_row_image_without_every_column_is_a_problem_of_its_table_not_a_change
     (tx,) = assemble([rotate(), gtid(100, 1), rows(cls, 200, "orders", images, minimal=True), xid(300)])
     assert tx.changes == ()
     assert [p.table for p in tx.problems] == ["orders"] and "binlog_row_image" in tx.problems[0].reason
+
+
+def test_a_rows_event_the_fast_decoder_cannot_read_stops_its_table_only(monkeypatch):
+    def decode(event):
+        if event.table == "orders":
+            raise rowimage.RowImageError("a rows event of demo.orders could not be decoded (struct.error)")
+        return None  # the library decodes the other table's rows
+
+    monkeypatch.setattr(rowimage, "decode", decode)
+    source = BinlogSource(SourceProfile("h", 1, "u", "p", "demo"), 1, "demo", {"orders": ("id",), "items": ("id",)})
+    events = [rotate(), gtid(100, 1), insert(200, "orders", 1), insert(250, "items", 7), xid(300)]
+    (tx,) = source._read(FakeStream(events), FAR)
+    assert [(c.table, c.values["id"]) for c in tx.changes] == [("items", 7)]
+    assert [(p.table, p.position.offset) for p in tx.problems] == [("orders", 200)]
+    assert "could not be decoded" in tx.problems[0].reason
 
 
 def test_statement_logged_dml_on_a_captured_table_is_a_problem_and_not_a_boundary():

@@ -283,7 +283,11 @@ class BinlogSource:
                 table, "a row image lacks columns (binlog_row_image is not FULL for the writing "
                 "session); set binlog_row_image=FULL globally and for every session", end))
             return
-        decoded = rowimage.decode(event) if self._fast_decode else None
+        try:
+            decoded = rowimage.decode(event) if self._fast_decode else None
+        except rowimage.RowImageError as exc:  # stops this table only, never a guess
+            tx.problems.append(TableProblem(table, str(exc), end))
+            return
         images = _library_images(event) if decoded is None else decoded
         ts = int(event.timestamp)
         index = 0

@@ -13,8 +13,8 @@ unchanged. Only the common column types are decoded here; an event of a table wi
 type (BIT, JSON, TIME, spatial, old-style temporal types), a partial JSON update, or images
 without every column goes to the library.
 A decoded event must end exactly where its bytes end (every reader checks that its bytes are
-there): anything else means this module read a value wrongly, and the read stops instead of
-passing on shifted values.
+there): anything else means this module read a value wrongly, and the table stops (a
+``TableProblem`` of its transaction) instead of passing on shifted values.
 """
 
 from __future__ import annotations
@@ -113,7 +113,9 @@ def decode(event: Any) -> list[dict[str, Any]] | None:
         while pos < len(data):
             values, pos = plan.image(data, pos)
             images.append(values)
-    except (IndexError, struct.error, ValueError) as exc:
+    except (IndexError, struct.error):
+        raise _misread(event, f"a value runs past the event's {len(data)} bytes") from None
+    except ValueError as exc:  # an impossible date, text invalid in its charset
         raise _misread(event, f"{type(exc).__name__}: {exc}") from None
     # Every reader checks its bytes are there, so the loop ends exactly at the data's end.
     if len(images) % images_per_row:
@@ -122,8 +124,8 @@ def decode(event: Any) -> list[dict[str, Any]] | None:
 
 
 def _misread(event: Any, detail: str) -> RowImageError:
-    return RowImageError(f"a rows event of table {event.schema}.{event.table} could not be decoded ({detail}); "
-                         "the binlog cannot be read safely. Report it, with the table's definition")
+    return RowImageError(f"a rows event of {event.schema}.{event.table} could not be decoded ({detail}); "
+                         "please report it with the table's definition")
 
 
 # --- one reader per column type ------------------------------------------------------------
