@@ -96,21 +96,38 @@ def test_a_server_that_stops_answering_fails_the_read_instead_of_hanging_it(conf
     assert "\n" not in str(outcome[0]) and "resumes from the last commit" in str(outcome[0])
 
 
-def test_a_connection_killed_mid_transaction_is_resumed_from_the_last_transaction(spark, config, mariadb, caplog):
+def test_a_connection_killed_mid_transaction_is_resumed_from_the_last_transaction(spark, config, mariadb, caplog,
+                                                                                 monkeypatch):
     db = config.source.database
     _create_wide(mariadb, db)
+    # Small bronze commits, the first one held until the kill: the reader runs ahead until its
+    # queue is full and waits there, mid-stream, while its connection is killed. (Unheld, the
+    # reader can finish the whole range before any kill lands.)
+    config = replace(config, defaults=replace(config.defaults, flush_rows=2000))
     Pipeline(config, spark, "run-1").ingest(SPEC)
     _many_transactions(mariadb, db, transactions=30, rows=1000)
     killed: list[int] = []
+    appending, kill_done = threading.Event(), threading.Event()
+    real_append = bronze.append_rows
+
+    def first_append_held_until_the_kill(*args, **kwargs):
+        if not appending.is_set():
+            appending.set()
+            kill_done.wait(60)
+        return real_append(*args, **kwargs)
 
     def kill_the_reader_once() -> None:
-        threads = _wait_for_dump_thread(mariadb, timeout=120)
-        time.sleep(0.3)
-        with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
-            for thread_id in threads:
-                cur.execute(f"KILL {int(thread_id)}")
-                killed.append(thread_id)
+        try:
+            appending.wait(120)
+            threads = _wait_for_dump_thread(mariadb)
+            with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+                for thread_id in threads:
+                    cur.execute(f"KILL {int(thread_id)}")
+                    killed.append(thread_id)
+        finally:
+            kill_done.set()
 
+    monkeypatch.setattr(bronze, "append_rows", first_append_held_until_the_kill)
     killer = threading.Thread(target=kill_the_reader_once, daemon=True)
     killer.start()
     retry = RetryPolicy(attempts=4, first_backoff_s=0.2)
@@ -118,6 +135,7 @@ def test_a_connection_killed_mid_transaction_is_resumed_from_the_last_transactio
         (result,) = Pipeline(config, spark, "run-2", retry=retry).ingest(SPEC)
     killer.join(10)
     assert killed, "the reader was never killed: the test proves nothing"
+    assert any("retry 1/3" in r.getMessage() for r in caplog.records), "the kill was never noticed"
     assert result.status == "success" and result.binlog_rows == 30_000
     assert_silver_equals_source(spark, config, "wide")
     assert bronze_duplicate_changes(spark, config, "wide") == 0
