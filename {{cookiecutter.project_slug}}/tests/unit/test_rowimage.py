@@ -16,7 +16,7 @@ import pytest
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
 from {{ cookiecutter.package_name }}.engine.cdc import rowimage
-from {{ cookiecutter.package_name }}.engine.cdc.rowimage import RowImageError, decode, plan_for
+from {{ cookiecutter.package_name }}.engine.cdc.rowimage import RowImageError, decode, every_column, plan_for
 
 
 def col(kind: int, name: str = "c", **attrs: Any) -> SimpleNamespace:
@@ -225,8 +225,8 @@ class Packet:
         return chunk
 
 
-def event(kind: int, images: list[bytes], columns: list[SimpleNamespace], *, present: bytes | None = None):
-    bitmap = present if present is not None else bytes([(1 << len(columns)) - 1])
+def event(kind: int, images: list[bytes], columns: list[SimpleNamespace]):
+    bitmap = bytes([(1 << len(columns)) - 1])
     body = b"".join(images)
     return SimpleNamespace(event_type=kind, complete=True, columns=columns, number_of_columns=len(columns),
                            columns_present_bitmap=bitmap, columns_present_bitmap2=bitmap, packet=Packet(body),
@@ -273,9 +273,19 @@ def test_an_update_with_an_odd_number_of_images_stops_the_read():
 def test_events_the_library_must_decode_are_left_unread():
     cases = [
         event(BINLOG.PARTIAL_UPDATE_ROWS_EVENT, [image(1, "a"), image(1, "b")], ID_NAME),
-        event(BINLOG.WRITE_ROWS_EVENT_V1, [image(1, "a")], ID_NAME, present=b"\x01"),  # a minimal image
         event(BINLOG.WRITE_ROWS_EVENT_V1, [image(1, "a")], [ID_NAME[0], col(FIELD_TYPE.JSON, "doc")]),
     ]
     for case in cases:
         assert decode(case) is None
         assert case.packet.read_bytes == 0
+
+
+@pytest.mark.parametrize(("bitmap", "count", "full"), [
+    (b"\x03", 2, True), (b"\xff", 8, True), (b"\xff\x01", 9, True), (b"\xff\xff", 16, True),
+    (b"\x01", 2, False),  # a minimal image: the second column is missing
+    (b"\xfe\x01", 9, False),  # the first column is missing
+    (b"\x07", 2, False),  # a spare bit set must not stand in for a missing column
+    (b"\xfd\x03", 9, False),  # as many bits as columns, but not the columns'
+])
+def test_every_column_means_exactly_the_bits_of_the_columns(bitmap, count, full):
+    assert every_column(bitmap, count) is full

@@ -31,7 +31,6 @@ from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.bitmap import BitCount
 from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
@@ -274,11 +273,10 @@ class BinlogSource:
         table = event.table
         if event.schema != self._schema or table not in self._keys:
             return  # not captured: never decoded
-        expected = event.number_of_columns
-        images = [event.columns_present_bitmap]
+        bitmaps = [event.columns_present_bitmap]
         if isinstance(event, UpdateRowsEvent):
-            images.append(event.columns_present_bitmap2)
-        if any(BitCount(bitmap) != expected for bitmap in images):
+            bitmaps.append(event.columns_present_bitmap2)
+        if not all(rowimage.every_column(bitmap, event.number_of_columns) for bitmap in bitmaps):
             tx.problems.append(TableProblem(
                 table, "a row image lacks columns (binlog_row_image is not FULL for the writing "
                 "session); set binlog_row_image=FULL globally and for every session", end))

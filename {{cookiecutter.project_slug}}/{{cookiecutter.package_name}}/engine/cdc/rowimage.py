@@ -24,7 +24,7 @@ import datetime as dt
 import struct
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from pymysql.charset import charset_by_name
@@ -91,18 +91,22 @@ def plan_for(columns: Sequence[Any], ignore_decode_errors: bool = False) -> Plan
     return Plan(names, readers)
 
 
+def every_column(bitmap: bytes, count: int) -> bool:
+    """Whether a columns-present bitmap names each of ``count`` columns and nothing else (a
+    FULL row image), exactly: a spare bit set cannot stand in for a missing column."""
+    whole, rest = divmod(count, 8)
+    return bytes(bitmap) == b"\xff" * whole + (bytes([(1 << rest) - 1]) if rest else b"")
+
+
 def decode(event: Any) -> list[dict[str, Any]] | None:
-    """Every row image of ``event`` (a library rows event whose rows were not read yet), in
-    order (an update's before image, then its after image), or None when the library must
-    decode it. Consumes the event's remaining bytes only when it returns images."""
-    if event.event_type not in ROWS_EVENTS or not event.complete:
-        return None
+    """Every row image of ``event`` (a library rows event whose rows were not read yet, whose
+    images hold every column: :func:`every_column`), in order (an update's before image, then
+    its after image), or None when the library must decode it. Consumes the event's remaining
+    bytes only when it returns images."""
     columns = event.columns
-    images_per_row = 2 if event.event_type in UPDATES else 1
-    bitmaps = [event.columns_present_bitmap] + ([event.columns_present_bitmap2] if images_per_row == 2 else [])
-    full = bytes([0xFF] * (len(columns) // 8)) + (bytes([(1 << (len(columns) % 8)) - 1]) if len(columns) % 8 else b"")
-    if len(columns) != event.number_of_columns or any(bytes(b) != full for b in bitmaps):
+    if event.event_type not in ROWS_EVENTS or not event.complete or len(columns) != event.number_of_columns:
         return None
+    images_per_row = 2 if event.event_type in UPDATES else 1
     plan = plan_for(columns, bool(getattr(event, "_ignore_decode_errors", False)))
     if plan is None:
         return None
@@ -142,9 +146,9 @@ def _reader(column: Any, errors: str) -> Read | None:
     if kind == FIELD_TYPE.DOUBLE:
         return partial(_fixed, _DOUBLE)
     if kind in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING):
-        return partial(_string, 2 if column.max_length > 255 else 1, _encoding(column), errors)
+        return partial(_string, 2 if column.max_length > 255 else 1, _codec(column.character_set_name), errors)
     if kind == FIELD_TYPE.BLOB and column.length_size in (1, 2, 3, 4):
-        return partial(_string, column.length_size, _encoding(column), errors)
+        return partial(_string, column.length_size, _codec(column.character_set_name), errors)
     if kind == FIELD_TYPE.NEWDECIMAL:
         return partial(_decimal, *_decimal_layout(column.precision, column.decimals))
     if kind == FIELD_TYPE.DATE:
@@ -173,10 +177,11 @@ def _int24(unsigned: bool, data: bytes, pos: int) -> tuple[int, int]:
     return int.from_bytes(data[pos:end], "little", signed=not unsigned), end
 
 
-def _encoding(column: Any) -> str | None:
-    """The Python codec of the column's charset as the library names it (``utf8mb4`` is
-    ``utf8``, ``latin1`` is ``cp1252``); None: no codec by that name, the value stays bytes."""
-    name = column.character_set_name
+@cache
+def _codec(name: str | None) -> str | None:
+    """The Python codec of a charset as the library names it (``utf8mb4`` is ``utf8``, ``latin1``
+    is ``cp1252``); None: no codec by that name, the value stays bytes. Looked up once per name,
+    not per event."""
     if name is None:
         return "utf-8"  # no charset in the table map: the library decodes UTF-8
     charset: Any = charset_by_name(name)  # None for a charset pymysql does not know
