@@ -112,15 +112,21 @@ class Transaction:
         """Commit ``actions`` (a Java list) as a ``WRITE`` carrying ``user_metadata`` and, with an
         app id, its ``SetTransaction``; returns the new table version."""
         jvm = self.jvm
-        delta = jvm.org.apache.spark.sql.delta
         none = jvm.scala.Option.empty()
-        if self.app_id is not None:
-            now_ms = int(time.time() * 1000)
-            actions.add(delta.actions.SetTransaction(self.app_id, self.version, jvm.scala.Option.apply(now_ms)))
-        operation = delta.DeltaOperations.Write(
+        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
             jvm.org.apache.spark.sql.SaveMode.Append, none, none, jvm.scala.Option.apply(user_metadata),
             none, none, none, none, none,
         )
+        return self.commit_operation(actions, operation)
+
+    def commit_operation(self, actions: Any, operation: Any) -> int:
+        """Commit ``actions`` (a Java list) as ``operation`` (a ``DeltaOperations`` value) with,
+        given an app id, its ``SetTransaction``; returns the new table version."""
+        jvm = self.jvm
+        if self.app_id is not None:
+            now_ms = int(time.time() * 1000)
+            actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(
+                self.app_id, self.version, jvm.scala.Option.apply(now_ms)))
         seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq(actions)
         return int(self.txn.commit(seq, operation))
 
