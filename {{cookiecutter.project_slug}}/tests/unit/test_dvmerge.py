@@ -184,3 +184,22 @@ def test_a_row_position_past_the_file_is_refused(tmp_path):
     add = {"path": "f.parquet", "size": 1, "stats": json.dumps({"numRecords": 2})}
     with pytest.raises(Unsupported, match="beyond"):
         dvmerge._file_actions(tmp_path, [add], {0: np.array([2], np.uint64)})
+
+
+def test_history_metrics_count_files_that_keep_their_rows_apart_from_files_removed():
+    dv = {"storageType": "u", "pathOrInlineDv": "x" * 20, "offset": 1, "sizeInBytes": 9, "cardinality": 1}
+    actions = [{"remove": {"path": "marked-again", "size": 5, "deletionVector": dv}},
+               {"add": {"path": "marked-again", "size": 5, "deletionVector": {**dv, "offset": 30}}},
+               {"remove": {"path": "marked-first", "size": 6}},
+               {"add": {"path": "marked-first", "size": 6, "deletionVector": dv}},
+               {"remove": {"path": "emptied", "size": 7, "deletionVector": dv}},
+               {"add": {"path": "new", "size": 100}}]
+    decided = dvmerge.Plan(rows=pa.table({}), removed={}, updated=3, deleted=2, inserted=1)
+    metrics = dvmerge.merge_metrics(6, decided, actions, started=0.0)
+    assert {k: v for k, v in metrics.items() if k != "executionTimeMs"} == {
+        "numSourceRows": 6, "operationNumSourceRows": 6, "numTargetRowsInserted": 1, "numTargetRowsUpdated": 3,
+        "numTargetRowsMatchedUpdated": 3, "numTargetRowsNotMatchedBySourceUpdated": 0, "numTargetRowsDeleted": 2,
+        "numTargetRowsMatchedDeleted": 2, "numTargetRowsNotMatchedBySourceDeleted": 0, "numTargetRowsCopied": 0,
+        "numTargetFilesAdded": 1, "numTargetFilesRemoved": 1, "numTargetBytesAdded": 100,
+        "numTargetBytesRemoved": 7, "numTargetDeletionVectorsAdded": 1, "numTargetDeletionVectorsUpdated": 1,
+        "numTargetDeletionVectorsRemoved": 1, "numTargetChangeFilesAdded": 0}

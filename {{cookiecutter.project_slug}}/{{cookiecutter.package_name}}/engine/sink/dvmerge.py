@@ -127,9 +127,10 @@ def plan(newest: pa.Table, target: pa.Table, key: Sequence[str]) -> Plan:
 def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
           bounds: Sequence[tuple[str, Any, Any]], columns: Sequence[str], *, app_id: str, batch: int) -> bool:
     """MERGE ``changes`` (bronze rows) into the silver table at ``path``, whose columns are
-    ``columns`` of them, and commit it as ``app_id``'s ``batch``; False when that batch was committed already (nothing
-    done, as Delta skips an idempotent MERGE). The commit's user metadata comes from the session
-    (``spark.databricks.delta.commitInfo.userMetadata``), as for Delta's MERGE.
+    ``columns`` of them, and commit it as ``app_id``'s ``batch``; False when that batch was
+    committed already (nothing done, as Delta skips an idempotent MERGE). The commit's user
+    metadata comes from the session (``spark.databricks.delta.commitInfo.userMetadata``), as for
+    Delta's MERGE.
 
     Raises :class:`Unsupported` (nothing written) when Delta's MERGE must do it."""
     started = time.monotonic()
@@ -163,7 +164,7 @@ def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
     java_actions = jvm.java.util.ArrayList()
     for action in actions:
         java_actions.add(delta.actions.Action.fromJson(json.dumps(action)))
-    _register_metrics(spark, opened, merge_metrics(newest.num_rows, decided, files, actions, started))
+    _register_metrics(spark, opened, merge_metrics(newest.num_rows, decided, actions, started))
     none = jvm.scala.Option.empty()
     nothing = jvm.org.apache.spark.api.python.PythonUtils.toSeq(jvm.java.util.ArrayList())
     operation = delta.DeltaOperations.Merge(none, none, none, none, nothing, nothing, nothing)
@@ -171,8 +172,8 @@ def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
     return True
 
 
-def merge_metrics(source_rows: int, decided: Plan, files: Sequence[Mapping[str, Any]],
-                  actions: Sequence[Mapping[str, Any]], started: float) -> dict[str, int]:
+def merge_metrics(source_rows: int, decided: Plan, actions: Sequence[Mapping[str, Any]],
+                  started: float) -> dict[str, int]:
     """The operation metrics Delta's MERGE records in the table's history, for this commit."""
     readded = {a["add"]["path"] for a in actions if "add" in a and a["add"].get("deletionVector")}
     removed = [a["remove"] for a in actions if "remove" in a]
