@@ -127,3 +127,33 @@ def test_incremental_silver_rebuilt_silver_and_an_independent_model_agree(spark,
     (checked,) = run_checks(config, spark, [spec])
     assert checked.success, [c for c in checked.checks if not c.success]
     assert any(c.expectation == VALUES_CHECK for c in checked.checks)
+
+
+def test_a_long_catch_up_merges_silver_midway_and_still_equals_the_model(spark, config, mariadb, monkeypatch):
+    from dataclasses import replace
+
+    from delta.tables import DeltaTable
+
+    from {{ cookiecutter.package_name }}.engine.cdc import capture
+
+    table = "random_midway"
+    database = config.source.database
+    log = Changelog(SEED + 1)
+    with embedded.root_connection(mariadb, database) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id INT NOT NULL PRIMARY KEY, name VARCHAR(20) NOT NULL, amount INT NULL)")
+    statements = [[(sql.replace(TABLE, table), args) for sql, args in t] for t in [[log.insert() for _ in range(60)]]]
+    run(mariadb, database, statements)
+    spec = TableSpec(table, table, chunk_size=25)
+    silver_path = config.table_path("silver", table)
+    Pipeline(config, spark, "midway-0").ingest([spec])
+    # Small budgets: bronze batches of about 7 rows, silver takes them every 20 held rows.
+    monkeypatch.setattr(capture, "HELD_ROWS", 20)
+    config = replace(config, defaults=replace(config.defaults, flush_rows=7))
+    before = DeltaTable.forPath(spark, silver_path).history().count()
+    run(mariadb, database, [[(sql.replace(TABLE, table), args) for sql, args in t] for t in log.transactions(40)])
+    Pipeline(config, spark, "midway-1").ingest([spec])
+    assert rows_of(spark, silver_path) == log.model
+    history = DeltaTable.forPath(spark, silver_path).history().limit(
+        DeltaTable.forPath(spark, silver_path).history().count() - before).collect()
+    merges = [h for h in history if h["operation"] == "MERGE"]
+    assert len(merges) >= 3, [h["operation"] for h in history]  # midway merges, then the last one

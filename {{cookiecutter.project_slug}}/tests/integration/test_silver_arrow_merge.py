@@ -133,12 +133,18 @@ def test_a_table_with_change_data_feed_is_merged_by_delta(spark, tmp_path, count
     assert sorted(tuple(r) for r in changes) == [(3, "update_postimage"), (3, "update_preimage"), (4, "delete")]
 
 
-def test_a_commit_landing_while_the_arrow_merge_works_fails_it_and_nothing_of_it_lands(spark, tmp_path,
-                                                                                      monkeypatch):
+def _silver_one_batch_behind(spark, tmp_path, change: tuple[int, str, str]) -> tuple[str, str]:
+    """Bronze batch 1 (50 snapshot rows) merged into silver, and batch 2 (``change``) not yet."""
     bronze_path, silver_path = str(tmp_path / "bronze"), str(tmp_path / "silver")
     _append(spark, bronze_path, 1, [(i, f"s{i}", "r") for i in range(50)])
     _apply(spark, bronze_path, silver_path, 1)
-    _append(spark, bronze_path, 2, [(3, "x", "u")])
+    _append(spark, bronze_path, 2, [change])
+    return bronze_path, silver_path
+
+
+def test_a_commit_landing_while_the_arrow_merge_works_fails_it_and_nothing_of_it_lands(spark, tmp_path,
+                                                                                      monkeypatch):
+    bronze_path, silver_path = _silver_one_batch_behind(spark, tmp_path, (3, "x", "u"))
     real = dvmerge._live_rows
 
     def other_run_commits_meanwhile(*args, **kwargs):
@@ -151,3 +157,23 @@ def test_a_commit_landing_while_the_arrow_merge_works_fails_it_and_nothing_of_it
     assert silver.applied_batch(spark, silver_path) == 1
     assert dict(spark.read.format("delta").load(silver_path).select("id", "name").collect())[3] == "s3"
     assert DeltaTable.forPath(spark, silver_path).history(1).select("operation").first()[0] == "DELETE"
+
+
+def test_a_blind_append_of_the_same_batch_by_another_run_fails_the_arrow_merge(spark, tmp_path, monkeypatch):
+    # Another run commits the same silver batch as an append (snapshot rows) while this run merges
+    # it: Delta lets blind appends through a transaction that only read the table, so the app id
+    # must count as read, or both commits land and the batch's keys are in silver twice.
+    bronze_path, silver_path = _silver_one_batch_behind(spark, tmp_path, (60, "new", "c"))
+    real = dvmerge._live_rows
+
+    def other_run_appends_meanwhile(*args, **kwargs):
+        rows = spark.read.format("delta").load(silver_path).limit(0)
+        (rows.write.format("delta").mode("append").option("txnAppId", "silver:t").option("txnVersion", 2)
+         .option("userMetadata", '{"bronze_batch": 2}').save(silver_path))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dvmerge, "_live_rows", other_run_appends_meanwhile)
+    with pytest.raises(ConcurrentRunError, match="another run changed silver"):
+        _apply(spark, bronze_path, silver_path, 2)
+    history = DeltaTable.forPath(spark, silver_path).history().select("operation").collect()
+    assert [r[0] for r in history][:2] == ["WRITE", "WRITE"]  # the other run's append, then batch 1's

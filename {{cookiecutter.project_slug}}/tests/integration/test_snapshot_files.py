@@ -85,6 +85,20 @@ def test_appending_the_same_version_twice_is_refused_and_commits_nothing(spark, 
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0] == version
 
 
+def test_a_batch_another_run_commits_while_ours_is_open_fails_our_commit(spark, tmp_path):
+    # Both commits are blind appends of the same app id and version: only the app id read by our
+    # transaction makes the later one a conflict instead of a second copy of the batch.
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    ours = deltafiles.open_transaction(spark, path, "a", 1)
+    spark.range(2).write.format("delta").mode("append").option("txnAppId", "a").option("txnVersion", 1).save(path)
+    with pytest.raises(Exception) as conflict:
+        ours.commit(ours.jvm.java.util.ArrayList(), "ours")
+    assert "ConcurrentTransactionException" in type(conflict.value).__name__ + str(conflict.value)
+    assert spark.read.format("delta").load(path).count() == 5
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0] == 1
+
+
 def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spark, config, monkeypatch):
     monkeypatch.setattr(deltafiles, "is_local", lambda path: False)
     specs = [s for s in demo_specs() if s.name == "orders"]

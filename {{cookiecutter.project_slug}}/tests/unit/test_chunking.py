@@ -115,3 +115,12 @@ def test_dense_keys_are_not_estimated_their_step_bounds_every_chunk():
     even = list(range(1001, 10_001, 1000))
     assert _refine(keys, even, 1000, 1000) == even
     assert _refine.asked == []  # type: ignore[attr-defined]
+
+
+def test_a_batch_of_chunks_is_read_by_at_most_two_spark_tasks_per_core():
+    from {{ cookiecutter.package_name }}.engine.snapshot.reader import task_count
+
+    assert task_count(20, 2) == 4  # each task reads 5 chunks in a row
+    assert task_count(3, 2) == 3  # never a task without a chunk
+    assert task_count(1, 64) == 1
+    assert task_count(40, 0) == 2  # an unknown core count still reads

@@ -38,6 +38,14 @@ def test_the_newest_change_of_each_key_wins_whatever_the_batch_order():
     assert sorted(zip(newest["id"].to_pylist(), newest["name"].to_pylist(), strict=True)) == [(1, "c"), (2, "x")]
 
 
+def test_a_change_without_a_sequence_never_wins_over_one_with_a_sequence():
+    changes = _changes([(1, 5, "u", "sequenced")])
+    unsequenced = pa.table({"id": pa.array([1], pa.int32()), "name": ["null seq"], "_op": ["u"],
+                            "_seq": pa.array([None], SEQ)})
+    for batch in (pa.concat_tables([changes, unsequenced]), pa.concat_tables([unsequenced, changes])):
+        assert latest(batch, ["id"])["name"].to_pylist() == ["sequenced"]
+
+
 def test_a_newer_update_replaces_the_row_and_a_newer_delete_removes_it():
     newest = _changes([(1, 50, "u", "new"), (2, 50, "d", "")])
     decided = plan(newest, _target([(1, 40, 0, 7), (2, 40, 1, 3)]), ["id"])
@@ -58,6 +66,18 @@ def test_new_keys_are_inserted_and_deletes_of_unknown_keys_ignored():
     decided = plan(_changes([(8, 1, "c", "n"), (9, 1, "d", "")]), _target([]), ["id"])
     assert decided.rows["id"].to_pylist() == [8] and decided.removed == {}
     assert (decided.updated, decided.deleted, decided.inserted) == (0, 0, 1)
+
+
+@pytest.mark.parametrize("values, kind", [
+    ([dt.date(2024, 5, 1)], pa.date32()), ([b"\x00\x01"], pa.binary()), (["k"], pa.string()),
+    ([Decimal("1.50")], pa.decimal128(10, 2)),
+])
+def test_a_batch_whose_keys_no_silver_file_can_hold_inserts_them_whatever_the_key_type(tmp_path, values, kind):
+    # every file skipped by its statistics (or silver emptied): no target rows, typed as the batch's
+    newest = pa.table({"k": pa.array(values, kind), "_op": ["c"], "_seq": pa.array([Decimal(3)], SEQ)})
+    target = dvmerge._live_rows(tmp_path, [], ["k"], {"k": "k", "_seq": "_seq"}, newest.schema)
+    decided = plan(newest, target, ["k"])
+    assert decided.rows["k"].to_pylist() == values and (decided.inserted, decided.removed) == (1, {})
 
 
 def test_a_composite_key_matches_on_every_column():

@@ -28,7 +28,7 @@ from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
 from ..sink import bronze, evolve, history
-from ..sink.silver import LOCAL_BATCH_ROWS
+from ..sink.silver import HELD_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys, selected_key
 from ..source import ddl as ddl_text
 from ..source.connection import binlog_sizes, gtid_position_at, query
@@ -78,8 +78,8 @@ class TableCapture:
     rows: list[tuple] = field(default_factory=list)
     failure: IngestError | None = None
     binlog_rows: int = 0
-    # The bronze batches committed by this catch-up, as written, while they add up to at most
-    # silver.LOCAL_BATCH_ROWS rows: silver then merges them without reading bronze back.
+    # The bronze batches committed by this catch-up since silver last took them, as written (at
+    # most about silver.HELD_ROWS rows): silver then merges them without reading bronze back.
     recent: dict[int, pa.Table] = field(default_factory=dict)
     # on_schema_change='ignore': rows are cut to the lake's columns (missing: NULL).
     project: bool = False
@@ -176,12 +176,16 @@ class CatchUp:
     """Reads the binlog from the lowest table position to ``stop`` and commits each table."""
 
     def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy,
-                 gtid_known: tuple[BinlogPosition, str] | None = None, feed: BinlogFeed | None = None):
+                 gtid_known: tuple[BinlogPosition, str] | None = None, feed: BinlogFeed | None = None,
+                 merge_silver: Callable[[TableCapture], None] | None = None):
         """``gtid_known``: a binlog position and the GTID position there, from an earlier catch-up
         (asking the server costs it a read of the binlog file up to the position). ``feed``: a
-        binlog reader kept across catch-ups (follow mode), instead of one per catch-up."""
+        binlog reader kept across catch-ups (follow mode), instead of one per catch-up.
+        ``merge_silver``: merges a table's batches held in ``recent`` into silver (see
+        :meth:`_hold`); without it, silver reads batches beyond what may be held from bronze."""
         self.config = config
         self.feed = feed
+        self.merge_silver = merge_silver
         self.spark = spark
         self.run_id = run_id
         self.retry = retry
@@ -456,15 +460,27 @@ class CatchUp:
                 self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
                 continue
             capture.binlog_rows += len(capture.rows)
-            if capture.binlog_rows <= LOCAL_BATCH_ROWS:  # every batch of this catch-up so far
-                capture.recent[checkpoint.batch] = written
-            else:
-                capture.recent.clear()  # silver reads these batches from bronze instead
             capture.checkpoint = checkpoint
             capture.start = target
             capture.rows = []
             if capture.locator is not None and checkpoint.snapshot is None:
                 capture.locator = None
+            self._hold(capture, checkpoint.batch, written)
+
+    def _hold(self, capture: TableCapture, batch: int, written: pa.Table) -> None:
+        """Keep the bronze batch just committed for silver. Once the held batches reach
+        ``HELD_ROWS`` rows, a table past its snapshot has them merged into silver now (in Arrow,
+        while the reader process decodes on), so a long catch-up holds a bounded number of rows
+        and never leaves silver a batch too big to merge from memory. During the snapshot silver
+        takes nothing but snapshot rows (``reader._seeds_silver``): the held batches are dropped
+        and silver reads them from bronze at the end."""
+        capture.recent[batch] = written
+        if sum(t.num_rows for t in capture.recent.values()) < HELD_ROWS:
+            return
+        past_snapshot = capture.checkpoint.phase is Phase.BINLOG and capture.locator is None
+        if self.merge_silver is not None and past_snapshot:
+            self.merge_silver(capture)
+        capture.recent.clear()
 
     @staticmethod
     def _fail(capture: TableCapture, error: IngestError) -> None:

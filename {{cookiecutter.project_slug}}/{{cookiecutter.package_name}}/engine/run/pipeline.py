@@ -455,7 +455,8 @@ class Pipeline:
                                              hold_idle=name in hold_idle)
             except Exception as exc:
                 table.fail(exc, self.config.lake_root)
-        catch_up = CatchUp(self.config, self.spark, self.run_id, self.retry, self._gtid_position, self.feed)
+        catch_up = CatchUp(self.config, self.spark, self.run_id, self.retry, self._gtid_position, self.feed,
+                           merge_silver=self._merge_held)
         catch_up.run(conn, list(captures.values()), stop, stop_seen_at)
         self._gtid_position = catch_up.gtid_position
         for table in tables:
@@ -517,21 +518,34 @@ class Pipeline:
             log.info("%s: snapshot only: copied as of %s; not followed further (FULL_REFRESH=1 copies it again)",
                      table.spec.name, table.checkpoint.position)
 
+    def _apply_silver(self, spec: TableSpec, key: Sequence[str], upto_batch: int,
+                      recent: Mapping[int, pa.Table]) -> None:
+        silver.apply(
+            self.spark,
+            bronze_path=self.config.table_path(Layer.BRONZE, spec.name),
+            silver_path=self.config.table_path(Layer.SILVER, spec.name),
+            key=key,
+            upto_batch=upto_batch,
+            transform=spec.transform,
+            recent=recent,
+            scd_type=spec.scd_type,
+            table=spec.name,
+            table_features=self.config.defaults.table_features,
+        )
+
+    def _merge_held(self, capture: TableCapture) -> None:
+        """Silver takes the batches a long catch-up holds, midway (see ``CatchUp._hold``). A
+        failure only leaves them to the merge at the end of the run, which reports it."""
+        try:
+            self._apply_silver(capture.spec, capture.schema.key, capture.checkpoint.batch, capture.recent)
+        except Exception as exc:  # the merge at the end of the run tries again from bronze
+            log.warning("%s: silver not merged midway (%s); it is merged at the end of the run", capture.spec.name,
+                        str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+
     def _merge_silver(self, table: _Table) -> None:
         assert table.schema is not None and table.checkpoint is not None
         try:
-            silver.apply(
-                self.spark,
-                bronze_path=self.config.table_path(Layer.BRONZE, table.spec.name),
-                silver_path=self.config.table_path(Layer.SILVER, table.spec.name),
-                key=table.schema.key,
-                upto_batch=table.checkpoint.batch,
-                transform=table.spec.transform,
-                recent=table.recent,
-                scd_type=table.spec.scd_type,
-                table=table.spec.name,
-                table_features=self.config.defaults.table_features,
-            )
+            self._apply_silver(table.spec, table.schema.key, table.checkpoint.batch, table.recent)
             apply_layout(self.spark, self.config.table_path(Layer.SILVER, table.spec.name), table.spec.layout)
         except Exception as exc:
             table.fail(exc, self.config.lake_root)

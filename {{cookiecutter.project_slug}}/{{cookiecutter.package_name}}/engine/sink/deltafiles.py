@@ -134,7 +134,12 @@ class Transaction:
 def open_transaction(spark: SparkSession, table_path: str, app_id: str | None, version: int) -> Transaction:
     """Start a transaction on the existing table that reads the whole table (any commit landing
     before ours is a conflict). Raises :class:`AlreadyCommitted` when ``app_id`` already
-    committed ``version`` or later."""
+    committed ``version`` or later.
+
+    The transaction also counts ``app_id`` as read, as Delta's own ``txnVersion`` does: only
+    then is a commit of the same app id landing meanwhile a conflict. ``readWholeTable`` alone
+    does not make it one when that commit is a blind append (Delta's default isolation lets
+    blind appends through), and two runs would both commit the same batch."""
     jvm = jvm_view(spark)
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
     txn = log.startTransaction()
@@ -146,9 +151,18 @@ def open_transaction(spark: SparkSession, table_path: str, app_id: str | None, v
             last = last_txn_version(Path(root) / "_delta_log", int(txn.snapshot().version()), app_id)
         if last is None:
             last = int(txn.txnVersion(app_id))  # not local, or the commit files were cleaned up
+        else:
+            txn.readTxn().addOne(app_id)  # what txnVersion records, without its rebuild of the state
         if last >= version:
             raise AlreadyCommitted(f"{app_id} already committed version {version}")
     return Transaction(jvm, log, txn, app_id, version)
+
+
+def record_version(spark: SparkSession, table_path: str, *, app_id: str, version: int, user_metadata: str) -> int:
+    """Commit no file, only ``app_id``'s ``version`` and ``user_metadata`` (a ``WRITE``); returns
+    the new table version. Raises as :func:`append_files` does."""
+    opened = open_transaction(spark, table_path, app_id, version)
+    return opened.commit(opened.jvm.java.util.ArrayList(), user_metadata)
 
 
 def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile], *, app_id: str,

@@ -86,7 +86,8 @@ def latest(changes: pa.Table, key: Sequence[str]) -> pa.Table:
     delivery), one."""
     if changes.num_rows == 0:
         return changes
-    order = pc.sort_indices(changes, sort_keys=[("_seq", "ascending")])
+    # A null _seq sorts first (never the newest), as in Spark's ordering by _seq descending.
+    order = pc.sort_indices(changes, sort_keys=[("_seq", "ascending")], null_placement="at_start")
     ordered = changes.take(order).append_column("_row_", pa.array(np.arange(changes.num_rows, dtype=np.int64)))
     newest = ordered.group_by(list(key), use_threads=False).aggregate([("_row_", "max")])
     picked = pc.sort_indices(newest["_row__max"])
@@ -99,13 +100,13 @@ def plan(newest: pa.Table, target: pa.Table, key: Sequence[str]) -> Plan:
     ``_pos``). Raises :class:`Unsupported` when a key matches more than one live row."""
     left = newest.select([*key, "_seq"]).append_column("_row_", pa.array(np.arange(newest.num_rows, dtype=np.int64)))
     right = target.select([*key, "_tseq", "_file", "_pos"])
-    for k in key:  # older files of a widened column read narrower: compare in the batch's type
-        if right[k].type != left[k].type:
-            right = right.set_column(right.schema.get_field_index(k), k, right[k].cast(left[k].type))
     try:
+        for k in key:  # older files of a widened column read narrower: compare in the batch's type
+            if right[k].type != left[k].type:
+                right = right.set_column(right.schema.get_field_index(k), k, right[k].cast(left[k].type))
         matched = left.join(right, keys=list(key), join_type="inner", use_threads=False)
-    except pa.ArrowNotImplementedError as exc:
-        raise Unsupported(f"Arrow cannot join on the key's types ({exc})") from None
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
+        raise Unsupported(f"Arrow cannot compare the key's types ({exc})") from None
     rows = matched["_row_"].to_numpy()
     if len(np.unique(rows)) != len(rows):
         raise Unsupported("a key of the batch matches more than one row of silver")
@@ -154,7 +155,7 @@ def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
             raise Unsupported(f"key column {k} is {changes[k].type}")
     newest = latest(changes, key)
     files = [add for add in state.live() if may_hold(add, bounds, physical)]
-    target = _live_rows(root, files, key, physical)
+    target = _live_rows(root, files, key, physical, newest.schema)
     decided = plan(newest, target, key)
     actions = _file_actions(root, files, decided.removed)
     if decided.rows.num_rows:
@@ -262,9 +263,10 @@ def _data_path(root: Path, path: str) -> Path:
 
 
 def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str],
-               physical: Mapping[str, str]) -> pa.Table:
+               physical: Mapping[str, str], batch: pa.Schema) -> pa.Table:
     """Key columns, ``_tseq``, ``_file`` (index into ``files``) and ``_pos`` of every row the
-    files still hold (their deletion vectors applied)."""
+    files still hold (their deletion vectors applied); with no file, an empty table whose key
+    columns have the batch's (``batch``) types."""
     parts = []
     wanted = [physical[k] for k in key] + [physical["_seq"]]
     for index, add in enumerate(files):
@@ -279,8 +281,8 @@ def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str
             table = table.filter(pa.array(keep))
         parts.append(table)
     if not parts:
-        return pa.table({**{k: pa.array([], type=pa.int64()) for k in key},
-                         "_tseq": pa.array([], type=pa.decimal128(38, 0)),
+        return pa.table({**{k: pa.array([], type=batch.field(k).type) for k in key},
+                         "_tseq": pa.array([], type=batch.field("_seq").type),
                          "_pos": pa.array([], type=pa.uint64()), "_file": pa.array([], type=pa.int64())})
     return pa.concat_tables(parts, promote_options="permissive")
 

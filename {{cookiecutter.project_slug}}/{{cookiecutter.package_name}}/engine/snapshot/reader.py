@@ -20,6 +20,7 @@ lake roots (s3a://...) get the staged files appended by Spark.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import os
@@ -94,9 +95,16 @@ class StagedChunk:
 
 
 def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
-    """Spark ``mapPartitions`` body: read and stage each chunk, return what the driver needs."""
-    for task in tasks:
-        yield stage_chunk(task)
+    """Spark ``mapPartitions`` body: read and stage each chunk, return what the driver needs.
+    The task's chunks share one source connection (each is read in a transaction of its own):
+    a connection costs the worker tens of milliseconds of CPU (pymysql sets up TLS for each)."""
+    pending = iter(tasks)
+    first = next(pending, None)
+    if first is None:
+        return
+    with connection(first.profile) as conn:
+        for task in itertools.chain([first], pending):
+            yield stage_chunk(task, conn)
 
 
 def silver_columns(table: TableSchema) -> list[str]:
@@ -104,7 +112,8 @@ def silver_columns(table: TableSchema) -> list[str]:
     return [*table.column_names, *SILVER_META]
 
 
-def stage_chunk(task: ChunkTask) -> StagedChunk:
+def stage_chunk(task: ChunkTask, conn: pymysql.connections.Connection) -> StagedChunk:
+    """Read one chunk on ``conn`` and stage its file(s)."""
     table = task.table
     schema = arrow_schema(bronze.bronze_schema(spark_schema(table)))
     data = pa.schema(list(schema)[: len(table.columns)])
@@ -112,29 +121,28 @@ def stage_chunk(task: ChunkTask) -> StagedChunk:
     # FLOAT widened to DOUBLE: exact, like the binlog's float32.
     sql = f"SELECT {select_list(table)} FROM {qualified(table.schema, table.table)} WHERE {where}"
     now = dt.datetime.now(dt.UTC)
-    with connection(task.profile) as conn:
-        if task.window is None:
-            watermark = start_consistent_snapshot(conn)
-            blocks: Iterable[pa.RecordBatch] = _select(conn, sql, args, table, data)
-        else:
-            def select() -> pa.Table:
-                rows = pa.Table.from_batches(list(_select(conn, sql, args, table, data)), schema=data)
-                conn.commit()
-                return rows
+    if task.window is None:
+        watermark = start_consistent_snapshot(conn)
+        blocks: Iterable[pa.RecordBatch] = _select(conn, sql, args, table, data)
+    else:
+        def select() -> pa.Table:
+            rows = pa.Table.from_batches(list(_select(conn, sql, args, table, data)), schema=data)
+            conn.commit()
+            return rows
 
-            rows, watermark = read_in_window(conn, task.profile, table, task.chunk, task.window, select)
-            blocks = rows.to_batches(max_chunksize=ROW_GROUP_ROWS)
-        meta = (Op.READ.value, sequence(watermark, 0), watermark.file, watermark.offset, None, now,
-                task.run_id, task.batch)
-        # Each meta column holds one value for the whole chunk: repeat a one-value array.
-        singles = [pa.array([value], type=field.type)
-                   for value, field in zip(meta, list(schema)[len(table.columns):], strict=True)]
-        with _ChunkFiles(task, schema) as files:
-            for block in blocks:
-                repeat = pa.array(np.zeros(block.num_rows, dtype=np.int32))
-                constants = [single.take(repeat) for single in singles]
-                files.add(pa.RecordBatch.from_arrays([*block.columns, *constants], schema=schema))
-        conn.commit()
+        rows, watermark = read_in_window(conn, task.profile, table, task.chunk, task.window, select)
+        blocks = rows.to_batches(max_chunksize=ROW_GROUP_ROWS)
+    meta = (Op.READ.value, sequence(watermark, 0), watermark.file, watermark.offset, None, now,
+            task.run_id, task.batch)
+    # Each meta column holds one value for the whole chunk: repeat a one-value array.
+    singles = [pa.array([value], type=field.type)
+               for value, field in zip(meta, list(schema)[len(table.columns):], strict=True)]
+    with _ChunkFiles(task, schema) as files:
+        for block in blocks:
+            repeat = pa.array(np.zeros(block.num_rows, dtype=np.int32))
+            constants = [single.take(repeat) for single in singles]
+            files.add(pa.RecordBatch.from_arrays([*block.columns, *constants], schema=schema))
+    conn.commit()
     return files.staged(task.chunk.index, watermark)
 
 
@@ -275,7 +283,8 @@ def snapshot_batch(
                            bronze_names, silver_names)
                  for slot, c in enumerate(chunks)]
         try:
-            staged = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(stage_chunks).collect()
+            slices = task_count(len(tasks), spark.sparkContext.defaultParallelism)
+            staged = spark.sparkContext.parallelize(tasks, slices).mapPartitions(stage_chunks).collect()
         except (PythonException, Py4JJavaError) as exc:
             raise task_error(exc, table.table) from None
         finally:
@@ -312,6 +321,19 @@ def snapshot_batch(
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
     return watermarks, sum(s.rows for s in staged)
+
+
+# Spark tasks per core and batch: each task costs its Python worker about 0.15 s of CPU whatever
+# it reads (pyspark re-reads its zip archives' directories and collects garbage for every task),
+# 4-6 s of a 2M-row snapshot with one chunk per task. Two per core still even out chunks that
+# take unequal times.
+TASKS_PER_CORE = 2
+
+
+def task_count(chunks: int, cores: int) -> int:
+    """How many Spark tasks read ``chunks`` chunks on ``cores`` cores: each task reads a run of
+    consecutive chunks of the reading order, one after the other."""
+    return max(1, min(chunks, TASKS_PER_CORE * max(cores, 1)))
 
 
 class Background:
