@@ -95,6 +95,33 @@ def test_a_key_silver_holds_twice_is_left_to_delta():
         plan(_changes([(1, 9, "u", "x")]), _target([(1, 1, 0, 0), (1, 2, 1, 0)]), ["id"])
 
 
+def test_silver_read_in_parts_gives_the_plan_of_silver_read_whole(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    files = []
+    for index, ids in enumerate([[1, 2, 3], [4, 5], [6, 7, 8]]):
+        name = f"part-{index}.parquet"
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int32()),
+                                 "_seq": pa.array([Decimal(10)] * len(ids), SEQ)}), tmp_path / name)
+        files.append({"path": name})
+    newest = _changes([(2, 20, "u", "b"), (5, 20, "d", ""), (8, 5, "u", "old"), (9, 20, "c", "new")])
+    names = {"id": "id", "_seq": "_seq"}
+    whole = plan(newest, dvmerge._live_rows(tmp_path, files, ["id"], names, newest.schema), ["id"])
+    monkeypatch.setattr(dvmerge, "TARGET_PART_ROWS", 2)
+    parts = list(dvmerge._live_rows(tmp_path, files, ["id"], names, newest.schema))
+    assert [p.num_rows for p in parts] == [3, 2, 3]  # whole files, once 2 rows are held
+    split = plan(newest, iter(parts), ["id"])
+    assert {f: p.tolist() for f, p in split.removed.items()} == {0: [1], 1: [1]}
+    assert {f: p.tolist() for f, p in whole.removed.items()} == {0: [1], 1: [1]}
+    assert split.rows["id"].to_pylist() == whole.rows["id"].to_pylist() == [2, 9]
+    assert (split.updated, split.deleted, split.inserted) == (whole.updated, whole.deleted, whole.inserted) == (1, 1, 1)
+
+
+def test_a_key_found_in_two_parts_of_silver_is_left_to_delta():
+    with pytest.raises(Unsupported, match="more than one row"):
+        plan(_changes([(1, 9, "u", "x")]), iter([_target([(1, 1, 0, 0)]), _target([(1, 2, 1, 0)])]), ["id"])
+
+
 def test_older_files_of_a_widened_key_compare_in_the_batch_type():
     target = _target([(1, 1, 0, 0)]).set_column(0, "id", pa.array([1], pa.int16()))
     assert plan(_changes([(1, 9, "u", "x")]), target, ["id"]).removed[0].tolist() == [0]

@@ -32,7 +32,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -66,6 +66,11 @@ KEY_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, 
              pa.types.is_date32, pa.types.is_decimal)
 
 
+# Silver rows matched against a batch at once: enough for one join over a table of a few
+# million rows, while a bigger silver is matched part by part in flat memory.
+TARGET_PART_ROWS = 2_000_000
+
+
 class Unsupported(Exception):
     """This batch or table needs Delta's MERGE; nothing was written."""
 
@@ -94,19 +99,14 @@ def latest(changes: pa.Table, key: Sequence[str]) -> pa.Table:
     return ordered.take(pc.take(newest["_row__max"], picked)).drop_columns(["_row_"])
 
 
-def plan(newest: pa.Table, target: pa.Table, key: Sequence[str]) -> Plan:
+def plan(newest: pa.Table, target: pa.Table | Iterable[pa.Table], key: Sequence[str]) -> Plan:
     """Apply the MERGE's rule. ``newest``: one change per key (``_seq``, ``_op``, the columns);
     ``target``: silver's live rows of those keys' files (key columns, ``_tseq``, ``_file``,
-    ``_pos``). Raises :class:`Unsupported` when a key matches more than one live row."""
+    ``_pos``), whole or in parts (each is matched on its own, so only the matches are kept
+    together). Raises :class:`Unsupported` when a key matches more than one live row."""
     left = newest.select([*key, "_seq"]).append_column("_row_", pa.array(np.arange(newest.num_rows, dtype=np.int64)))
-    right = target.select([*key, "_tseq", "_file", "_pos"])
-    try:
-        for k in key:  # older files of a widened column read narrower: compare in the batch's type
-            if right[k].type != left[k].type:
-                right = right.set_column(right.schema.get_field_index(k), k, right[k].cast(left[k].type))
-        matched = left.join(right, keys=list(key), join_type="inner", use_threads=False)
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
-        raise Unsupported(f"Arrow cannot compare the key's types ({exc})") from None
+    parts = [target] if isinstance(target, pa.Table) else target
+    matched = pa.concat_tables([_matches(left, part, key) for part in parts], promote_options="permissive")
     rows = matched["_row_"].to_numpy()
     if len(np.unique(rows)) != len(rows):
         raise Unsupported("a key of the batch matches more than one row of silver")
@@ -123,6 +123,18 @@ def plan(newest: pa.Table, target: pa.Table, key: Sequence[str]) -> Plan:
     return Plan(rows=newest.filter(pa.array(writes & ~stale)), removed=removed,
                 updated=int((replaced & writes).sum()), deleted=int((replaced & ~writes).sum()),
                 inserted=int((writes & ~stale & ~replaced).sum()))
+
+
+def _matches(left: pa.Table, target: pa.Table, key: Sequence[str]) -> pa.Table:
+    """The rows of ``target`` whose key is one of ``left``'s, joined with ``left``'s row."""
+    right = target.select([*key, "_tseq", "_file", "_pos"])
+    try:
+        for k in key:  # older files of a widened column read narrower: compare in the batch's type
+            if right[k].type != left[k].type:
+                right = right.set_column(right.schema.get_field_index(k), k, right[k].cast(left[k].type))
+        return left.join(right, keys=list(key), join_type="inner", use_threads=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
+        raise Unsupported(f"Arrow cannot compare the key's types ({exc})") from None
 
 
 def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
@@ -263,11 +275,13 @@ def _data_path(root: Path, path: str) -> Path:
 
 
 def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str],
-               physical: Mapping[str, str], batch: pa.Schema) -> pa.Table:
+               physical: Mapping[str, str], batch: pa.Schema) -> Iterator[pa.Table]:
     """Key columns, ``_tseq``, ``_file`` (index into ``files``) and ``_pos`` of every row the
-    files still hold (their deletion vectors applied); with no file, an empty table whose key
-    columns have the batch's (``batch``) types."""
-    parts = []
+    files still hold (their deletion vectors applied), in parts of whole files and about
+    ``TARGET_PART_ROWS`` rows, so that memory does not grow with silver; with no file, one
+    empty table whose key columns have the batch's (``batch``) types."""
+    parts: list[pa.Table] = []
+    held = 0
     wanted = [physical[k] for k in key] + [physical["_seq"]]
     for index, add in enumerate(files):
         table = pq.read_table(_data_path(root, add["path"]), columns=wanted).select(wanted)
@@ -280,11 +294,16 @@ def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str
             keep[_deleted(root, add).astype(np.int64)] = False
             table = table.filter(pa.array(keep))
         parts.append(table)
-    if not parts:
-        return pa.table({**{k: pa.array([], type=batch.field(k).type) for k in key},
-                         "_tseq": pa.array([], type=batch.field("_seq").type),
-                         "_pos": pa.array([], type=pa.uint64()), "_file": pa.array([], type=pa.int64())})
-    return pa.concat_tables(parts, promote_options="permissive")
+        held += table.num_rows
+        if held >= TARGET_PART_ROWS:
+            yield pa.concat_tables(parts, promote_options="permissive")
+            parts, held = [], 0
+    if parts:
+        yield pa.concat_tables(parts, promote_options="permissive")
+    elif not files:
+        yield pa.table({**{k: pa.array([], type=batch.field(k).type) for k in key},
+                        "_tseq": pa.array([], type=batch.field("_seq").type),
+                        "_pos": pa.array([], type=pa.uint64()), "_file": pa.array([], type=pa.int64())})
 
 
 def _deleted(root: Path, add: Mapping[str, Any]) -> np.ndarray:
