@@ -67,6 +67,21 @@ def test_the_measurement_covers_an_orphaned_grandchild_and_keeps_the_exit_code(t
     assert peak_mb > 0
 
 
+def test_the_measurement_counts_workers_of_a_parent_that_ignores_sigchld(tmp_path):
+    # Spark's Python daemon sets SIGCHLD to SIG_IGN: the kernel reaps its workers itself and
+    # their CPU time never reaches anyone's RUSAGE_CHILDREN. Here a child does the same with a
+    # worker that burns 1 s of CPU.
+    burn = "import time; t = time.process_time(); [0 for _ in iter(lambda: time.process_time() - t > 1.0, True)]"
+    child = ("import signal, subprocess, sys, time; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+             f"subprocess.Popen([sys.executable, '-c', {burn!r}]); time.sleep(3)")
+    measure = (f"import bench_measure, json; bench_measure.become_subreaper(); "
+               f"m = bench_measure.run({[sys.executable, '-c', child]!r}, "
+               f"log=__import__('pathlib').Path({str(tmp_path / 'out.log')!r})); print(json.dumps(m.cpu_s))")
+    done = subprocess.run([sys.executable, "-c", measure], cwd=SCRIPTS, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) >= 0.7  # the samples miss at most the worker's last 0.2 s
+
+
 def test_the_steady_freshness_leaves_out_the_writes_of_the_warm_up():
     writes = [(100.0, ("mysql-bin.000001", 10)), (119.9, ("mysql-bin.000001", 20)),
               (120.0, ("mysql-bin.000001", 30)), (150.0, ("mysql-bin.000001", 40))]
