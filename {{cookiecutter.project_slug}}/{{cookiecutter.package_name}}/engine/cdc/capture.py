@@ -470,10 +470,11 @@ class CatchUp:
     def _hold(self, capture: TableCapture, batch: int, written: pa.Table) -> None:
         """Keep the bronze batch just committed for silver. Once the held batches reach
         ``HELD_ROWS`` rows, a table past its snapshot has them merged into silver now (from memory,
-        in Arrow unless the table needs Delta's MERGE, while the reader process decodes on), so a long catch-up holds a bounded number of rows
-        and never leaves silver a batch too big to merge from memory. During the snapshot silver
-        takes nothing but snapshot rows (``reader._seeds_silver``): the held batches are dropped
-        and silver reads them from bronze at the end."""
+        in Arrow unless the table needs Delta's MERGE, while the reader process decodes on), so a
+        long catch-up holds a bounded number of rows and never leaves silver a batch too big to
+        merge from memory. During the snapshot silver takes nothing but snapshot rows
+        (``reader._seeds_silver``): the held batches are dropped and silver reads them from
+        bronze at the end."""
         capture.recent[batch] = written
         if sum(t.num_rows for t in capture.recent.values()) < HELD_ROWS:
             return
