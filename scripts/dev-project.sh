@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# A generated project to develop the engine in: `bash scripts/dev-project.sh [OUT]` renders the
+# template (default answers) into OUT (default build/dev) and links its engine/ to this
+# checkout's, so an engine edit is live in the project at once. Run it again after editing a
+# rendered file (tests, Makefile, table modules): it renders them anew and keeps the link.
+# Then: cd OUT/acme-lakehouse && ../../../.venv/bin/python -m pytest tests/unit -q
+set -euo pipefail
+TEMPLATE="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="$(mkdir -p "${1:-$TEMPLATE/build/dev}" && cd "${1:-$TEMPLATE/build/dev}" && pwd)"
+PY="${PY:-$TEMPLATE/.venv/bin/python}"
+PROJECT="$OUT/acme-lakehouse"
+ENGINE="$PROJECT/acme_lakehouse/engine"
+[ -L "$ENGINE" ] && rm "$ENGINE"   # cookiecutter would copy the engine onto itself through it
+"$PY" -m cookiecutter --no-input --overwrite-if-exists "$TEMPLATE" -o "$OUT" >/dev/null
+rm -rf "$ENGINE"
+ln -s "$TEMPLATE/{{cookiecutter.project_slug}}/{{cookiecutter.package_name}}/engine" "$ENGINE"
+echo "$PROJECT (engine linked to $TEMPLATE)"
