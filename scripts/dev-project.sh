@@ -10,8 +10,11 @@ OUT="$(mkdir -p "${1:-$TEMPLATE/build/dev}" && cd "${1:-$TEMPLATE/build/dev}" &&
 PY="${PY:-$TEMPLATE/.venv/bin/python}"
 PROJECT="$OUT/acme-lakehouse"
 ENGINE="$PROJECT/acme_lakehouse/engine"
-[ -L "$ENGINE" ] && rm "$ENGINE"   # cookiecutter would copy the engine onto itself through it
-"$PY" -m cookiecutter --no-input --overwrite-if-exists "$TEMPLATE" -o "$OUT" >/dev/null
-rm -rf "$ENGINE"
-ln -s "$TEMPLATE/{{cookiecutter.project_slug}}/{{cookiecutter.package_name}}/engine" "$ENGINE"
+RENDER="$(mktemp -d)"
+trap 'rm -rf "$RENDER"' EXIT
+"$PY" -m cookiecutter --no-input "$TEMPLATE" -o "$RENDER" >/dev/null
+mkdir -p "$PROJECT"
+# Rendered files are copied over (the engine is linked, not copied); nothing else is removed.
+(cd "$RENDER/acme-lakehouse" && tar --exclude=./acme_lakehouse/engine -cf - .) | (cd "$PROJECT" && tar -xf -)
+[ -L "$ENGINE" ] || { rm -rf "$ENGINE"; ln -s "$TEMPLATE/{{cookiecutter.project_slug}}/{{cookiecutter.package_name}}/engine" "$ENGINE"; }
 echo "$PROJECT (engine linked to $TEMPLATE)"
