@@ -38,7 +38,6 @@ from ..errors import ConfigError, FatalError, IngestError, SourceUnavailableErro
 from ..logs import PROGRESS
 from ..sink import bronze, silver
 from ..sink.layout import apply_layout
-from ..sink.spark import jvm_view
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.window import LowWatermarks, Window, resolve
@@ -183,10 +182,8 @@ class Pipeline:
                 try:
                     table.schema = describe_table(conn, self.config.source.database,
                                                   table.spec.source_table, table.spec.key)
-                    if full_refresh:
-                        self._drop_lake_tables(table.spec.name)
                     table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
-                                                      require_snapshot)
+                                                      require_snapshot, refresh=full_refresh)
                     if table.checkpoint.position is not None and table.spec.followed:
                         table.schema = self._capture_schema(
                             table.spec, table.schema, self.config.table_path(Layer.BRONZE, table.spec.name))
@@ -262,11 +259,17 @@ class Pipeline:
         schema: TableSchema,
         result: TableResult,
         require_snapshot: bool,
+        refresh: bool = False,
     ) -> Checkpoint:
         path = self.config.table_path(Layer.BRONZE, spec.name)
         checkpoint = bronze.latest_checkpoint(self.spark, path)
         chunk_size = spec.chunk_size or self.config.defaults.chunk_size
-        if checkpoint is not None and not spec.followed and _copied(checkpoint):
+        planned_now = refresh or checkpoint is None
+        if refresh:
+            checkpoint = self._begin_refresh(conn, spec, schema, path, checkpoint)
+            if checkpoint.snapshot is None:
+                return checkpoint
+        elif checkpoint is not None and not spec.followed and _copied(checkpoint):
             return checkpoint  # left as it is, whatever the source became since (schema included)
         if checkpoint is None:
             if require_snapshot:
@@ -274,18 +277,7 @@ class Pipeline:
                                   table=spec.name)
             if not spec.snapshots:
                 return self._start_without_snapshot(conn, spec, schema, path)
-            # The catch-up starts here rather than at the first chunk's watermark, so it reads any
-            # DDL that came after the columns the chunks select were read (see CatchUp).
-            before = current_position(conn)
-            if describe_table(conn, self.config.source.database, spec.source_table, spec.key) != schema:
-                raise SourceUnavailableError(f"table {spec.name}: its columns changed while this run started; "
-                                             "run again", table=spec.name)
-            chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
-            log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size,
-                     extra=PROGRESS)
-            checkpoint = Checkpoint(spec.name, 0, Phase.SNAPSHOT, self.run_id,
-                                    snapshot=SnapshotProgress(schema.key, tuple(chunks)), position=before,
-                                    gtid=gtid_position_at(conn, before) or None)
+            checkpoint = self._plan(conn, spec, schema, batch=0)
         elif checkpoint.snapshot is not None and checkpoint.snapshot.key != schema.key:
             raise FatalError(
                 f"table {spec.name}: key changed from {checkpoint.snapshot.key} to {schema.key}; "
@@ -307,7 +299,7 @@ class Pipeline:
         done_before = len(checkpoint.snapshot.done)
         mode = self._chunk_mode(conn)
         lows = LowWatermarks()
-        if checkpoint.batch == 0 and checkpoint.position is not None:
+        if planned_now and checkpoint.position is not None:
             lows.sample(checkpoint.position)  # taken before the columns were read
         for first in range(0, len(pending), per_commit):
             if first and self._columns_changed(conn, spec, schema, checkpoint):
@@ -337,6 +329,49 @@ class Pipeline:
                      len(progress.done), total, result.snapshot_rows,
                      result.snapshot_rows / elapsed,
                      eta(len(progress.done) - done_before, total - len(progress.done), elapsed), extra=PROGRESS)
+        return checkpoint
+
+    def _plan(self, conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema, *,
+              batch: int, generation: int = 0) -> Checkpoint:
+        """A new snapshot's checkpoint: its chunk plan, at ``batch`` (not committed yet)."""
+        # The catch-up starts here rather than at the first chunk's watermark, so it reads any
+        # DDL that came after the columns the chunks select were read (see CatchUp).
+        before = current_position(conn)
+        if describe_table(conn, self.config.source.database, spec.source_table, spec.key) != schema:
+            raise SourceUnavailableError(f"table {spec.name}: its columns changed while this run started; "
+                                         "run again", table=spec.name)
+        chunk_size = spec.chunk_size or self.config.defaults.chunk_size
+        chunks = plan_chunks(conn, schema, chunk_size, self.config.defaults.even_distribution)
+        log.info("%s: snapshot planned in %d chunk(s) of ~%d rows", spec.name, len(chunks), chunk_size,
+                 extra=PROGRESS)
+        return Checkpoint(spec.name, batch, Phase.SNAPSHOT, self.run_id,
+                          snapshot=SnapshotProgress(schema.key, tuple(chunks)), position=before,
+                          gtid=gtid_position_at(conn, before) or None, generation=generation)
+
+    def _begin_refresh(self, conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
+                       path: str, last: Checkpoint | None) -> Checkpoint:
+        """Start a full refresh: one bronze commit replaces bronze's rows (and columns) with none,
+        carrying the new snapshot's plan; the chunks are then read into bronze as any snapshot's.
+
+        Nothing is dropped. Silver keeps its state until every chunk is in bronze and is then
+        replaced in one commit (``silver.apply`` sees bronze's new generation), so a refresh
+        stopped at any moment leaves silver as it was, and the next ``ingest`` carries the refresh
+        on from its checkpoint. Bronze's earlier rows stay readable by time travel until VACUUM.
+        Batch numbers go on from both tables' highest: neither Delta's idempotent transactions
+        nor silver's marker ever see one again."""
+        silver_path = self.config.table_path(Layer.SILVER, spec.name)
+        applied = silver.applied_batch(self.spark, silver_path) if bronze.exists(self.spark, silver_path) else -1
+        batch = max(last.batch if last is not None else 0, applied) + 1
+        if spec.snapshots:
+            checkpoint = self._plan(conn, spec, schema, batch=batch, generation=batch)
+        else:  # a table that starts at a binlog position starts there again
+            position = self._start_position(conn, spec)
+            checkpoint = Checkpoint(spec.name, batch, Phase.BINLOG, self.run_id, position=position,
+                                    gtid=gtid_position_at(conn, position) or None, generation=batch)
+        rows = self.spark.createDataFrame([], bronze.bronze_schema(described_schema(schema)))
+        bronze.append(rows, path, checkpoint, replace_all=True)
+        log.info("%s: full refresh: bronze starts again at batch %d; silver keeps its state until the new "
+                 "snapshot is read", spec.name, batch)
         return checkpoint
 
     def _columns_changed(self, conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
@@ -554,14 +589,3 @@ class Pipeline:
         position = table.checkpoint.position
         table.result.position = str(position) if position else None
         table.result.gtid = table.checkpoint.gtid
-
-    # -- helpers ----------------------------------------------------------------------
-
-    def _drop_lake_tables(self, name: str) -> None:
-        jvm = jvm_view(self.spark)  # Hadoop FileSystem works for local paths and s3a:// alike
-        hadoop_conf = self.spark._jsc.hadoopConfiguration()
-        for layer in Layer:
-            path = jvm.org.apache.hadoop.fs.Path(self.config.table_path(layer, name))
-            path.getFileSystem(hadoop_conf).delete(path, True)
-        log.info("%s: full refresh, dropped bronze and silver", name)
-

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -214,24 +214,26 @@ def landed(spark: SparkSession, path: str, app_id: str, batch: int, marker: str)
     return False
 
 
-def latest_checkpoint(spark: SparkSession, path: str) -> Checkpoint | None:
-    """The checkpoint of the newest bronze commit that carries one (read back from the newest
-    commit; commits without one are table creation and maintenance)."""
+def checkpoints_back(spark: SparkSession, path: str) -> Iterator[Checkpoint]:
+    """The checkpoints of bronze's commits, newest first (commits without one, table creation
+    and maintenance, are passed over)."""
     for commit in deltalog.commits_back(spark, path):
         if commit.operation == "WRITE" and commit.user_metadata is not None:
-            return Checkpoint.from_json(commit.user_metadata)
-    return None
+            yield Checkpoint.from_json(commit.user_metadata)
+
+
+def latest_checkpoint(spark: SparkSession, path: str) -> Checkpoint | None:
+    """The checkpoint of the newest bronze commit that carries one."""
+    return next(checkpoints_back(spark, path), None)
 
 
 def repaired_after(spark: SparkSession, path: str, after: int) -> bool:
     """Whether a batch after ``after`` is a repair's (snapshot rows of keys silver holds)."""
-    for commit in deltalog.commits_back(spark, path):
-        if commit.operation == "WRITE" and commit.user_metadata is not None:
-            checkpoint = Checkpoint.from_json(commit.user_metadata)
-            if checkpoint.batch <= after:
-                return False
-            if checkpoint.repair:
-                return True
+    for checkpoint in checkpoints_back(spark, path):
+        if checkpoint.batch <= after:
+            return False
+        if checkpoint.repair:
+            return True
     return False
 
 

@@ -52,7 +52,7 @@ from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import ConcurrentRunError, ConfigError
+from ..errors import ConcurrentRunError, ConfigError, FatalError
 from ..ops import Op
 from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
@@ -106,6 +106,12 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
     if checkpoint is None:
         raise ConfigError(f"table {table} has not been ingested yet (no bronze batch to rebuild silver from): "
                           f"run `make ingest TABLE={table}`", table=table)
+    if not checkpoint.chunks_read:
+        assert checkpoint.snapshot is not None
+        raise ConfigError(
+            f"table {table}: bronze holds {len(checkpoint.snapshot.done)} of the {len(checkpoint.snapshot.chunks)} "
+            f"chunks of its snapshot, too few to make silver from: run `make ingest TABLE={table}` to finish it "
+            "(silver is then made anew from bronze)", table=table)
     changes = bronze.read_batches(spark, bronze_path, -1, checkpoint.batch)
     if scd_type == 2:
         rows = history.versions(history.shaped(changes, transform), key)
@@ -114,7 +120,8 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
         rows = _shaped(latest_per_key(changes, key).select(*columns, *SILVER_META), transform)
     # No idempotent-transaction options: silver's app id has committed this batch already, so
     # Delta would skip the write; the next MERGE's higher batch number is accepted as usual.
-    writer = rows.write.format("delta").option("userMetadata", Commit("", checkpoint.batch, table).marker)
+    marker = Commit("", checkpoint.batch, table, checkpoint.run_id, checkpoint.generation).marker
+    writer = rows.write.format("delta").option("userMetadata", marker)
     try:
         if bronze.exists(spark, silver_path):
             # Bronze's columns may have changed since silver was made (a DDL replayed by rebuilding).
@@ -181,7 +188,22 @@ def apply(
     apply, silver takes them from memory instead of reading bronze back. Raises
     ``ConcurrentRunError`` when another run committed to silver concurrently."""
     name = table or silver_path.rstrip("/").rsplit("/", 1)[-1]
-    done = applied_batch(spark, silver_path)
+    marker = _marker(spark, silver_path)
+    done = int(marker.get("bronze_batch", -1))
+    lineage = _lineage(spark, bronze_path, upto_batch, done)
+    if deltalog.newest_version(spark, silver_path) >= 0:
+        lineage.check(marker, name)
+        if lineage.generation not in (None, int(marker.get("generation", 0))):
+            # A full refresh replaced bronze's rows: silver keeps the state before it until every
+            # chunk is in bronze, then is replaced in one commit (never merged into: its keys and
+            # bronze's would mix two copies of the table).
+            if not lineage.chunks_read:
+                log.info("table %s: a full refresh is under way: silver keeps its state until every chunk "
+                         "is read", name)
+                return 0
+            log.info("table %s: the full refresh's chunks are all read: silver is made anew from bronze", name)
+            return rebuild(spark, bronze_path=bronze_path, silver_path=silver_path, key=key, transform=transform,
+                           table=name, scd_type=scd_type) - done
     if done >= upto_batch:
         return 0
     if deltalog.newest_version(spark, silver_path) >= 0:
@@ -193,13 +215,14 @@ def apply(
                            transform=transform, table=name, scd_type=scd_type) - done
         if replay:
             # Bronze's rows already have the new columns: silver takes them first, then merges.
-            marker = json.dumps({"bronze_batch": done, "schema_batch": replay[-1][0]})
+            evolved = json.dumps({**marker, "schema_batch": replay[-1][0]})
             evolve.evolve_silver(spark, silver_path, [c for _, changes in replay for c in changes],
-                                 SILVER_META, marker, table_features)
+                                 SILVER_META, evolved, table_features)
             recent = None
     changes = bronze.read_batches(spark, bronze_path, done, upto_batch)
     columns = [quote_ident(c) for c in changes.columns if c not in bronze.META_COLUMNS]
-    commit = Commit(app_id=f"silver:{name}", batch=upto_batch, table=name)
+    commit = Commit(app_id=f"silver:{name}", batch=upto_batch, table=name, run=lineage.run,
+                    generation=lineage.generation or 0)
     if scd_type == 2:
         _apply_history(spark, silver_path, changes, key, transform, commit)
         return upto_batch - done
@@ -249,10 +272,65 @@ class Commit:
     app_id: str
     batch: int
     table: str
+    # Of bronze's commit of ``batch``: the run that made it and the generation it belongs to
+    # (``Checkpoint.generation``). A batch number alone can come back: a bronze commit lost from
+    # its log (edited by hand, restored from an older copy) is taken by the next run's batch.
+    run: str | None = None
+    generation: int = 0
 
     @property
     def marker(self) -> str:
-        return json.dumps({"bronze_batch": self.batch})
+        body: dict[str, Any] = {"bronze_batch": self.batch}
+        if self.run is not None:
+            body["bronze_run"] = self.run
+        if self.generation:
+            body["generation"] = self.generation
+        return json.dumps(body)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What bronze says of the batches silver has merged and is about to merge."""
+
+    newest: int  # bronze's newest batch (-1: none)
+    run: str | None  # the run of the batch to merge
+    generation: int | None  # the generation of the batch to merge (None: bronze has no such batch)
+    chunks_read: bool  # whether that batch's checkpoint has every snapshot chunk read
+    done_run: str | None  # the run of bronze's batch silver has merged, when bronze still has it
+
+    def check(self, marker: Mapping[str, Any], table: str) -> None:
+        """Stop when silver's marker names a bronze batch bronze does not hold as silver saw it:
+        silver's state then cannot be placed in bronze's changelog, and merging on would leave
+        it wrong for good (the batch number would be taken as merged)."""
+        done = int(marker.get("bronze_batch", -1))
+        if done < 0 or self.generation is None or int(marker.get("generation", 0)) != self.generation:
+            return
+        if self.newest < done:
+            found = f"bronze's newest batch is {self.newest}"
+        elif marker.get("bronze_run") not in (None, self.done_run) and self.done_run is not None:
+            found = f"bronze's batch {done} is another run's ({self.done_run}, silver merged {marker['bronze_run']}'s)"
+        else:
+            return
+        raise FatalError(
+            f"table {table}: silver has merged bronze batch {done}, but {found}: bronze lost commits (its "
+            f"_delta_log was edited or restored from an older copy); make silver anew from bronze with "
+            f"`make rebuild TABLE={table}`, then ingest again", table=table)
+
+
+def _lineage(spark: SparkSession, bronze_path: str, upto: int, done: int) -> Lineage:
+    """Bronze's checkpoints from its newest back to batch ``done``, read once."""
+    newest, at_upto, done_run = -1, None, None
+    for checkpoint in bronze.checkpoints_back(spark, bronze_path):
+        newest = max(newest, checkpoint.batch)
+        if checkpoint.batch == upto:
+            at_upto = checkpoint
+        if checkpoint.batch == done:
+            done_run = checkpoint.run_id
+        if checkpoint.batch <= min(done, upto):
+            break
+    if at_upto is None:
+        return Lineage(newest, None, None, True, done_run)
+    return Lineage(newest, at_upto.run_id, at_upto.generation, at_upto.chunks_read, done_run)
 
 
 def _held(recent: Mapping[int, pa.Table] | None, done: int, upto: int) -> pa.Table | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import logging
 import os
 import re
@@ -48,7 +47,7 @@ from .. import errors
 from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap, deltafiles
-from ..sink.silver import SILVER_META
+from ..sink.silver import SILVER_META, Commit
 from ..source.connection import connection, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
 from ..source.resultset import TextResult
@@ -405,7 +404,8 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
                 str(destination), chunk.rows, chunk.key_min, chunk.key_max, dict.fromkeys(chunk.key_min, 0)))
         deltafiles.append_files(spark, silver_path, placed, app_id=f"silver:{checkpoint.table}",
                                 version=checkpoint.batch,
-                                user_metadata=json.dumps({"bronze_batch": checkpoint.batch}),
+                                user_metadata=Commit("", checkpoint.batch, checkpoint.table, checkpoint.run_id,
+                                                     checkpoint.generation).marker,
                                 physical=physical)
         moved = []
     except Exception as exc:  # silver catches up by MERGE at the end of the run

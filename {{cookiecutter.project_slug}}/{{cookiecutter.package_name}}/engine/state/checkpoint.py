@@ -81,6 +81,15 @@ class Checkpoint:
     # columns, which silver replays before merging any later batch (see ``silver.apply``).
     ddl: str | None = None
     schema_changes: tuple[LakeChange, ...] = ()
+    # The batch that began bronze's current generation: 0 for the table's first snapshot, the
+    # batch of a full refresh's first commit (which replaced bronze's rows) after one. Silver
+    # records the generation it holds: one of another generation is replaced, not merged into.
+    generation: int = 0
+
+    @property
+    def chunks_read(self) -> bool:
+        """Whether every chunk of the snapshot is in bronze (or there is no snapshot to read)."""
+        return self.snapshot is None or self.snapshot.complete
 
     def to_json(self) -> str:
         body: dict[str, Any] = {
@@ -100,6 +109,8 @@ class Checkpoint:
             body["gtid"] = self.gtid
         if self.ddl is not None:
             body["ddl"] = self.ddl
+        if self.generation:
+            body["generation"] = self.generation
         if self.schema_changes:
             body["schema_changes"] = [c.to_json() for c in self.schema_changes]
         if self.snapshot is not None:
@@ -135,6 +146,7 @@ class Checkpoint:
             gtid=body.get("gtid"),
             ddl=body.get("ddl"),
             schema_changes=tuple(LakeChange.from_json(c) for c in body.get("schema_changes", ())),
+            generation=int(body.get("generation", 0)),
         )
 
     def advanced_to(self, position: BinlogPosition, run_id: str, synced_at: float | None = None,
