@@ -76,3 +76,11 @@ def test_the_gtid_goes_with_its_position_and_is_never_carried_to_another_one():
     assert at_100.advanced_to(BinlogPosition("b.000001", 200), "r", gtid="0-1-9").gtid == "0-1-9"
     assert at_100.advanced_to(BinlogPosition("b.000001", 200), "r").gtid is None  # unknown there
     assert at_100.advanced_to(BinlogPosition("b.000001", 100), "r").gtid == "0-1-7"  # same place
+
+
+def test_the_generation_round_trips_and_every_later_batch_of_a_refresh_keeps_it():
+    refresh = Checkpoint("t", 11, Phase.BINLOG, "run-9", position=BinlogPosition("mysql-bin.000002", 10), generation=11)
+    assert Checkpoint.from_json(refresh.to_json()) == refresh
+    later = refresh.advanced_to(BinlogPosition("mysql-bin.000002", 900), "run-10")
+    assert (later.batch, later.generation) == (12, 11)
+    assert "generation" not in Checkpoint("t", 3, Phase.BINLOG, "r").to_json()  # the first snapshot's: as before

@@ -103,3 +103,34 @@ def test_the_last_run_and_each_tables_result(tmp_path):
 def test_an_unreadable_run_results_file_is_no_last_run(tmp_path):
     (tmp_path / "run_results.json").write_text("{not json")
     assert status.last_run(tmp_path) is None
+
+
+def test_a_full_refresh_under_way_is_shown_as_such_with_the_command_that_finishes_it(tmp_path):
+    bronze, silver = tmp_path / "bronze" / "orders", tmp_path / "silver" / "orders"
+    refresh = snapshot_checkpoint(12, {2: P2})
+    commit(bronze, 0, "WRITE", Checkpoint("orders", 10, Phase.BINLOG, "run-1", position=P1).to_json())
+    commit(bronze, 1, "WRITE", Checkpoint(**{**refresh.__dict__, "generation": 11}).to_json())
+    commit(silver, 0, "WRITE", json.dumps({"bronze_batch": 10, "bronze_run": "run-1"}))
+    state = status.read_local("orders", str(bronze), str(silver))
+    assert state.phase == "refresh 1/3 chunks"
+    lines = status.table_lines([state], None, None, NOW)
+    assert lines[-1] == ("WARNING orders: a full refresh is under way: silver holds the table as it was before it; "
+                         "`make ingest TABLE=orders` finishes it")
+
+
+def test_silver_ahead_of_bronze_is_flagged_with_the_rebuild_command(tmp_path):
+    bronze, silver = tmp_path / "bronze" / "orders", tmp_path / "silver" / "orders"
+    commit(bronze, 0, "WRITE", Checkpoint("orders", 6, Phase.BINLOG, "run-1", position=P1).to_json())
+    commit(silver, 0, "MERGE", json.dumps({"bronze_batch": 7, "bronze_run": "run-2"}))
+    state = status.read_local("orders", str(bronze), str(silver))
+    assert state.phase == "binlog" and "`make rebuild TABLE=orders`" in state.warning()
+    warning = status.table_lines([state], None, None, NOW)[-1]
+    assert warning.startswith("WARNING orders: silver has merged bronze batch 7")
+
+
+def test_a_table_in_step_has_no_warning(tmp_path):
+    bronze, silver = tmp_path / "bronze" / "orders", tmp_path / "silver" / "orders"
+    commit(bronze, 0, "WRITE", Checkpoint("orders", 7, Phase.BINLOG, "run-1", position=P1, generation=3).to_json())
+    commit(silver, 0, "MERGE", json.dumps({"bronze_batch": 7, "bronze_run": "run-1", "generation": 3}))
+    state = status.read_local("orders", str(bronze), str(silver))
+    assert state.warning() == "" and len(status.table_lines([state], None, None, NOW)) == 2

@@ -658,9 +658,11 @@ def _states_through_spark(config: ProjectConfig, tables: Sequence[str]) -> list:
         if not bronze.exists(spark, bronze_path):
             states.append(status.TableState(table))
             continue
-        applied = silver.applied_batch(spark, silver_path) if bronze.exists(spark, silver_path) else -1
+        marker = silver.marker(spark, silver_path) if bronze.exists(spark, silver_path) else {}
+        applied = int(marker.get("bronze_batch", -1))
         states.append(status.TableState(table, bronze.latest_checkpoint(spark, bronze_path),
-                                        silver_batch=applied if applied >= 0 else None))
+                                        silver_batch=applied if applied >= 0 else None,
+                                        silver_generation=int(marker.get("generation", 0))))
     return states
 
 

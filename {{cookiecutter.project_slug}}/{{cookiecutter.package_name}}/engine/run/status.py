@@ -34,6 +34,13 @@ class TableState:
     committed_at: dt.datetime | None = None  # the bronze commit carrying ``checkpoint``
     silver_batch: int | None = None  # the last bronze batch merged into silver
     note: str = ""  # why the state is unknown, when it is
+    silver_generation: int = 0  # the bronze generation silver holds (see Checkpoint.generation)
+
+    @property
+    def refreshing(self) -> bool:
+        """A full refresh is under way: bronze has a new generation silver does not hold yet."""
+        cp = self.checkpoint
+        return cp is not None and self.silver_batch is not None and cp.generation != self.silver_generation
 
     @property
     def phase(self) -> str:
@@ -41,8 +48,22 @@ class TableState:
         if cp is None:
             return self.note or "not ingested yet"
         if cp.phase == Phase.SNAPSHOT and cp.snapshot is not None:
-            return f"snapshot {len(cp.snapshot.done)}/{len(cp.snapshot.chunks)} chunks"
+            what = "refresh" if self.refreshing else "snapshot"
+            return f"{what} {len(cp.snapshot.done)}/{len(cp.snapshot.chunks)} chunks"
         return cp.phase.value
+
+    def warning(self) -> str:
+        """What the user must know, and do, about a state no run finishes by itself ("" if none)."""
+        cp = self.checkpoint
+        if cp is None or self.silver_batch is None:
+            return ""
+        if self.refreshing:
+            return (f"{self.table}: a full refresh is under way: silver holds the table as it was before it; "
+                    f"`make ingest TABLE={self.table}` finishes it")
+        if self.silver_batch > cp.batch:
+            return (f"{self.table}: silver has merged bronze batch {self.silver_batch}, but bronze's newest is "
+                    f"{cp.batch}: bronze lost commits; `make rebuild TABLE={self.table}` makes silver anew from it")
+        return ""
 
     @property
     def position(self) -> BinlogPosition | None:
@@ -92,17 +113,20 @@ def read_local(table: str, bronze_path: str, silver_path: str) -> TableState:
         # Table creation alone has no checkpoint; no file at all is a cleaned-up log.
         note = "" if any(True for _ in commits_back(bronze_log)) else LOG_CLEANED
         return TableState(table, note=note)
+    marker = silver_marker(log_dir(silver_path))
     return TableState(table, Checkpoint.from_json(found.user_metadata), found.at,
-                      silver_batch(log_dir(silver_path)))
+                      int(marker["bronze_batch"]) if marker is not None else None,
+                      silver_generation=int((marker or {}).get("generation", 0)))
 
 
-def silver_batch(log: Path) -> int | None:
-    """The last bronze batch merged into silver; None when silver does not exist yet."""
+def silver_marker(log: Path) -> dict[str, Any] | None:
+    """The newest silver marker (the bronze batch merged, its run and generation); None when
+    silver does not exist yet."""
     if not log.is_dir():
         return None
     for commit in commits_back(log):
         if commit.user_metadata:  # not on table creation or maintenance commits
-            return int(json.loads(commit.user_metadata)["bronze_batch"])
+            return dict(json.loads(commit.user_metadata))
     return None
 
 
@@ -185,6 +209,7 @@ def table_lines(states: Sequence[TableState], lags: Mapping[str, str] | None, ru
         result = run.tables.get(state.table, "-") if run is not None else "-"
         lines.append(f"{state.table:<24} {state.phase:<22} {cp.batch:>5} {silver:>6}  "
                      f"{str(state.position or '-'):<24} {behind:<22} {age(state.committed_at, now):<11}  {result}")
+    lines += [f"WARNING {w}" for w in (state.warning() for state in states) if w]
     return lines
 
 

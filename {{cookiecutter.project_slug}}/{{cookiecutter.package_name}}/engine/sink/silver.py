@@ -137,10 +137,10 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
 
 def applied_batch(spark: SparkSession, path: str) -> int:
     """The last bronze batch merged into silver; -1 when silver does not exist yet."""
-    return int(_marker(spark, path).get("bronze_batch", -1))
+    return int(marker(spark, path).get("bronze_batch", -1))
 
 
-def _marker(spark: SparkSession, path: str) -> dict[str, Any]:
+def marker(spark: SparkSession, path: str) -> dict[str, Any]:
     """The newest silver commit's marker: ``bronze_batch`` (the last bronze batch merged) and,
     after a schema change, ``schema_batch`` (the last bronze schema change replayed)."""
     for commit in deltalog.commits_back(spark, path):
@@ -152,8 +152,8 @@ def _marker(spark: SparkSession, path: str) -> dict[str, Any]:
 def pending_schema_changes(spark: SparkSession, bronze_path: str, silver_path: str,
                            upto: int) -> list[tuple[int, tuple[LakeChange, ...]]]:
     """The bronze schema changes silver has yet to replay, oldest first: (batch, changes)."""
-    marker = _marker(spark, silver_path)
-    replayed = max(int(marker.get("bronze_batch", -1)), int(marker.get("schema_batch", -1)))
+    saved = marker(spark, silver_path)
+    replayed = max(int(saved.get("bronze_batch", -1)), int(saved.get("schema_batch", -1)))
     found = []
     for commit in deltalog.commits_back(spark, bronze_path):
         if commit.operation != "WRITE" or commit.user_metadata is None:
@@ -188,12 +188,12 @@ def apply(
     apply, silver takes them from memory instead of reading bronze back. Raises
     ``ConcurrentRunError`` when another run committed to silver concurrently."""
     name = table or silver_path.rstrip("/").rsplit("/", 1)[-1]
-    marker = _marker(spark, silver_path)
-    done = int(marker.get("bronze_batch", -1))
+    saved = marker(spark, silver_path)
+    done = int(saved.get("bronze_batch", -1))
     lineage = _lineage(spark, bronze_path, upto_batch, done)
     if deltalog.newest_version(spark, silver_path) >= 0:
-        lineage.check(marker, name)
-        if lineage.generation not in (None, int(marker.get("generation", 0))):
+        lineage.check(saved, name)
+        if lineage.generation not in (None, int(saved.get("generation", 0))):
             # A full refresh replaced bronze's rows: silver keeps the state before it until every
             # chunk is in bronze, then is replaced in one commit (never merged into: its keys and
             # bronze's would mix two copies of the table).
@@ -215,7 +215,7 @@ def apply(
                            transform=transform, table=name, scd_type=scd_type) - done
         if replay:
             # Bronze's rows already have the new columns: silver takes them first, then merges.
-            evolved = json.dumps({**marker, "schema_batch": replay[-1][0]})
+            evolved = json.dumps({**saved, "schema_batch": replay[-1][0]})
             evolve.evolve_silver(spark, silver_path, [c for _, changes in replay for c in changes],
                                  SILVER_META, evolved, table_features)
             recent = None
@@ -326,7 +326,7 @@ def _lineage(spark: SparkSession, bronze_path: str, upto: int, done: int) -> Lin
             at_upto = checkpoint
         if checkpoint.batch == done:
             done_run = checkpoint.run_id
-        if checkpoint.batch <= min(done, upto):
+        if checkpoint.batch <= done or (done < 0 and checkpoint.batch <= upto):
             break
     if at_upto is None:
         return Lineage(newest, None, None, True, done_run)
