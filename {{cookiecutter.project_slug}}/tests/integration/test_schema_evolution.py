@@ -338,6 +338,29 @@ def test_each_ddl_kind_between_two_chunk_batches_ends_with_silver_equal_to_the_s
     assert_silver_equals_source(spark, config, "customers")
 
 
+@pytest.mark.parametrize("kind", ["add", "drop", "rename", "widen"])
+def test_a_ddl_as_a_batch_starts_reading_its_chunks_has_them_read_again_in_the_same_run(
+        spark, config, mariadb, monkeypatch, kind):
+    """The batch's chunks are read with the columns described before the DDL: a SELECT of a
+    dropped or renamed column fails, the others read rows of the old shape. Either way the run
+    applies the DDL and reads those chunks again; it neither fails nor keeps the old rows."""
+    config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
+    sql = DURING_SNAPSHOT.get(kind) or """
+        UPDATE customers SET tier = 'gold' WHERE customer_id IN (3, 390);
+        ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';
+        UPDATE customers SET nick = 'late' WHERE customer_id IN (5, 200);
+    """
+    source_sql_at_batch(monkeypatch, mariadb, config, 3, sql)
+    spec = TableSpec("customers", "customers")
+    (result,) = Pipeline(config, spark, "run-1").ingest([spec])
+    assert result.status == "success", result.message
+    assert_silver_equals_source(spark, config, "customers")
+    assert bronze_duplicate_changes(spark, config, "customers") == 0
+    assert _columns(spark, config, "bronze") == _columns(spark, config, "silver")
+    bronze = spark.read.format("delta").load(config.table_path("bronze", "customers"))
+    assert bronze.where("_op = 'r'").count() == len(source_rows(config, "customers"))  # one read per key
+
+
 def test_a_ddl_after_an_interrupted_snapshot_is_applied_before_the_remaining_chunks_are_read(
         spark, config, mariadb, monkeypatch):
     config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))

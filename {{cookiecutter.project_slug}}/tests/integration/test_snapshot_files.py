@@ -131,7 +131,8 @@ def test_snapshot_batches_go_to_silver_as_files_one_commit_per_batch(spark, conf
     seeded = [meta for operation, meta in commits if operation == "WRITE" and meta]
     snapshot_batches = results[0].batch - 1  # the last batch is the binlog catch-up's
     assert snapshot_batches > 1
-    assert seeded[:snapshot_batches] == [json.dumps({"bronze_batch": b}) for b in range(1, snapshot_batches + 1)]
+    assert [json.loads(m) for m in seeded[:snapshot_batches]] == [
+        {"bronze_batch": b, "bronze_run": "run-1"} for b in range(1, snapshot_batches + 1)]
     _assert_silver_is_the_source_row_for_row(spark, config, "orders")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.engine.config.project import SnapshotMode, SourceProfile
 from {{ cookiecutter.package_name }}.engine.run import pipeline
-from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline, TablesFailed
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.snapshot.window import WindowHooks
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
@@ -154,26 +154,28 @@ def test_a_window_read_of_a_collated_string_key_replays_a_change_of_case(spark, 
     assert bronze_duplicate_changes(spark, config, "coded") == 0
 
 
-def test_a_ddl_inside_a_chunks_window_fails_the_run_and_the_next_run_applies_it_then_reads_the_chunk(
+def test_a_ddl_inside_a_chunks_window_is_applied_and_the_chunk_read_again_in_the_same_run(
         spark, config, mariadb, writer, monkeypatch):
+    """The window's replay cannot fold a DDL into the chunk, so the batch fails inside its task;
+    the run applies the DDL by its catch-up and reads the batch's chunks again with the new
+    columns. Whichever chunk of the batch met the DDL first, the outcome is the same."""
     config = window_config(config)
     hooks = WindowHooks(writer, CHUNK, (), (
         "ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NULL",
         "UPDATE customers SET nick = 'in-window', tier = 'gold' WHERE customer_id = 120",
     ))
     real = pipeline.snapshot_batch
+    calls: list[int] = []
 
-    def with_hooks(*args, window=None, **kwargs):
-        return real(*args, window=replace(window, hooks=hooks), **kwargs)
+    def with_hooks_once(*args, window=None, **kwargs):
+        calls.append(1)
+        if any(c.index == CHUNK for c in kwargs["chunks"]) and window is not None and len(calls) <= 2:
+            window = replace(window, hooks=hooks)
+        return real(*args, window=window, **kwargs)
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", with_hooks)
+    monkeypatch.setattr(pipeline, "snapshot_batch", with_hooks_once)
     spec = TableSpec("customers", "customers")
-    with pytest.raises(TablesFailed) as excinfo:
-        Pipeline(config, spark, "run-1").ingest([spec])
-    (failed,) = excinfo.value.results
-    assert "came while snapshot chunk 2 was read; run again" in failed.message and "\n" not in failed.message
-    monkeypatch.setattr(pipeline, "snapshot_batch", real)
-    (result,) = Pipeline(config, spark, "run-2").ingest([spec])
+    (result,) = Pipeline(config, spark, "run-1").ingest([spec])
     assert result.status == "success", result.message
     assert_silver_equals_source(spark, config, "customers")
     assert bronze_duplicate_changes(spark, config, "customers") == 0

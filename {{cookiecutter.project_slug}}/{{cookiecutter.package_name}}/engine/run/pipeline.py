@@ -312,15 +312,23 @@ class Pipeline:
             # A table whose binlog phase began keeps its position: chunks read again after a DDL.
             attempt = replace(checkpoint, batch=checkpoint.batch + 1, phase=Phase.SNAPSHOT, run_id=self.run_id,
                               repair=False, ddl=None, schema_changes=())
-            watermarks, rows = snapshot_batch(
-                self.spark, profile=self.config.source, table=schema, chunks=batch,
-                bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
-                # A silver transform is Spark code, and history has columns of its own: silver then
-                # takes the rows by MERGE only.
-                silver_path=(self.config.table_path(Layer.SILVER, spec.name)
-                             if spec.transform is None and spec.scd_type == 1 else None),
-                window=window, server_ids=self.config.server_ids,
-            )
+            try:
+                watermarks, rows = snapshot_batch(
+                    self.spark, profile=self.config.source, table=schema, chunks=batch,
+                    bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
+                    # A silver transform is Spark code, and history has columns of its own: silver
+                    # then takes the rows by MERGE only.
+                    silver_path=(self.config.table_path(Layer.SILVER, spec.name)
+                                 if spec.transform is None and spec.scd_type == 1 else None),
+                    window=window, server_ids=self.config.server_ids,
+                )
+            except Exception:
+                # A DDL since the columns were described can fail the batch's reads (a SELECT of a
+                # dropped or renamed column; a window holding the DDL). Nothing of the batch was
+                # committed: its chunks are read once the catch-up has applied the DDL.
+                if self._columns_changed(conn, spec, schema, checkpoint):
+                    break
+                raise
             progress = checkpoint.snapshot.with_done(watermarks)
             checkpoint = replace(attempt, snapshot=progress)
             result.snapshot_rows += rows

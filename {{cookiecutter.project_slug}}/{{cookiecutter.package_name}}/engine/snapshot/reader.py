@@ -236,11 +236,16 @@ def task_error(exc: Exception, table: str) -> errors.IngestError:
         cls = getattr(errors, name, errors.IngestError)
         if isinstance(cls, type) and issubclass(cls, errors.IngestError):
             return cls(message.strip())
-    lines = [line.strip() for line in text.splitlines() if "Error" in line or "Exception" in line]
+    found = _PYTHON_ERROR.findall(text)
+    cause = found[-1].strip()[:300] if found else "see target/lakehouse.log"
     return errors.SourceUnavailableError(
-        f"reading a snapshot chunk of {table} failed ({lines[-1][:300] if lines else 'see the log'}): "
-        "run again, finished chunks are kept"
-    )
+        f"reading a snapshot chunk of {table} failed ({cause}): run again, finished chunks are kept")
+
+
+# The last line of a Python traceback (``pymysql.err.OperationalError: (1054, ...)``), not a Java
+# frame (``at org.apache.spark.util.SparkErrorUtils...``) nor the Java exception that wraps it.
+_PYTHON_ERROR = re.compile(r"^\s*((?!(?:org|java|scala|py4j)\.)[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$",
+                           re.MULTILINE)
 
 
 def snapshot_batch(
