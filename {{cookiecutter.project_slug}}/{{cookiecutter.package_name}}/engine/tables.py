@@ -12,9 +12,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .config.project import Delivery, SchemaPolicy, Startup
+from .config.project import Delivery, Mode, SchemaPolicy, Startup
 from .errors import ConfigError
 from .state.positions import BinlogPosition, parse_gtid_position
+
+
+class CascadePolicy(Mode):
+    """What a followed table that is the child of a cascading foreign key does (``on_cascade``).
+
+    InnoDB applies ON DELETE/UPDATE CASCADE and SET NULL below the binlog: the child rows it
+    deletes or changes never reach the lake (see ``source.cascades``)."""
+
+    REFUSE = "refuse"  # stop the table, naming the foreign key and the fix
+    IGNORE = "ignore"  # ingest it with a warning each run: silver keeps what the cascade changes
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ class TableSpec:
     # position (ADD/DROP/RENAME/widening MODIFY COLUMN, TRUNCATE; anything it cannot apply
     # exactly stops the table), "stop" stops the table, "ignore" keeps the lake's columns.
     on_schema_change: SchemaPolicy | str = SchemaPolicy.EVOLVE
+    # A foreign key of this table with ON DELETE/UPDATE CASCADE or SET NULL (checked every run):
+    # the binlog does not carry the rows it changes. "refuse" stops the table; "ignore" ingests
+    # it with a warning, silver keeping the rows and values the cascade deleted or changed.
+    on_cascade: CascadePolicy | str = CascadePolicy.REFUSE
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
     # Returns extra Great Expectations expectations (called only when checks run).
@@ -76,6 +90,12 @@ class TableSpec:
             object.__setattr__(self, "delivery", delivery)
         object.__setattr__(self, "on_schema_change", SchemaPolicy.parse(
             self.on_schema_change, f"{where}: on_schema_change", "on_schema_change", self.name))
+        if str(self.on_cascade) == "apply":
+            raise ConfigError(f"{where}: on_cascade='apply' is not available: the engine does not derive cascaded "
+                              "changes yet; use 'refuse' or 'ignore', or drop the cascade on the source",
+                              table=self.name, setting="on_cascade")
+        object.__setattr__(self, "on_cascade", CascadePolicy.parse(
+            self.on_cascade, f"{where}: on_cascade", "on_cascade", self.name))
         startup = Startup.parse(self.startup, f"{where}: startup", "startup", self.name)
         object.__setattr__(self, "startup", startup)
         for mode, setting, example in START_SETTINGS:

@@ -718,6 +718,7 @@ def cmd_debug(args, config, package, invocation, started) -> int:
 
 
 def cmd_add_table(args, config, package, invocation, started) -> int:
+    from ..source.cascades import find_cascades
     from ..source.connection import connection
     from ..source.introspect import describe_table
     from .scaffold import TableModuleSpec, write_table_module
@@ -725,10 +726,14 @@ def cmd_add_table(args, config, package, invocation, started) -> int:
     key = tuple(k.strip() for k in args.key.split(",")) if args.key else None
     with connection(config.source) as conn:
         schema = describe_table(conn, config.source.database, args.table, key)
+        cascades = find_cascades(conn, config.source.database, args.table)
     spec = TableModuleSpec(source_table=args.table, key=schema.key,
-                           columns=tuple((c.name, c.column_type) for c in schema.columns))
+                           columns=tuple((c.name, c.column_type) for c in schema.columns),
+                           cascades=tuple(c.describe() for c in cascades))
     path = write_table_module(config.root / package / "tables", spec)
     print(f"wrote {path.relative_to(config.root)} (key: {', '.join(schema.key)})")
+    if cascades:  # ingest refuses the table (on_cascade='refuse'): say so now, not at its first run
+        print(f"note: {cascades[0].describe()}: the binlog does not carry cascaded changes; see on_cascade in it")
     return 0
 
 

@@ -48,6 +48,7 @@ from ..source.connection import (
     gtid_position_at,
     reports_snapshot_positions,
 )
+from ..source.cascades import CascadeCheck
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
 from ..source.typemap import described_column, described_schema, spark_schema, spark_type
@@ -152,6 +153,7 @@ class Pipeline:
         # The last catch-up's end and the GTID position there: the next one (follow mode) usually
         # starts there and need not ask the server.
         self._gtid_position: tuple[BinlogPosition, str] | None = None
+        self._cascades = CascadeCheck()  # foreign keys whose cascades the binlog lacks
 
     # -- public -----------------------------------------------------------------------
 
@@ -182,6 +184,7 @@ class Pipeline:
                 try:
                     table.schema = describe_table(conn, self.config.source.database,
                                                   table.spec.source_table, table.spec.key)
+                    self._cascades.check(conn, self.config.source.database, table.spec)  # before any write
                     table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
                                                       require_snapshot, refresh=full_refresh)
                     if table.checkpoint.position is not None and table.spec.followed:

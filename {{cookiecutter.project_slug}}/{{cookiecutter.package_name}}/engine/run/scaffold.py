@@ -36,6 +36,7 @@ TABLE = TableSpec(
     chunk_size=None,  # None: defaults.chunk_size in lakehouse_project.yml
     startup="initial",  # snapshot, then the binlog; or "snapshot", "latest", "position", "gtid", "timestamp"
     on_schema_change="evolve",  # a DDL is applied to bronze and silver at its position; or "stop", "ignore"
+    on_cascade="refuse",  # stop if a foreign key cascades into it (the binlog lacks such rows); or "ignore"
     tags=(),
     transform=None,  # or a function DataFrame -> DataFrame run before the silver MERGE
     scd_type=1,  # 1: silver holds each key's newest row; 2: every version (_seq/_end_seq, _is_current)
@@ -51,6 +52,7 @@ class TableModuleSpec:
     source_table: str
     key: tuple[str, ...] | None = None
     columns: tuple[tuple[str, str], ...] = ()  # (name, column type), for the module's comment
+    cascades: tuple[str, ...] = ()  # cascading foreign keys into it, described, for the module's comment
 
     @property
     def module_name(self) -> str:
@@ -68,6 +70,10 @@ def render_table_module(spec: TableModuleSpec) -> str:
         columns_comment = "\n".join(lines) + "\n"
     else:
         columns_comment = ""
+    if spec.cascades:
+        lines = ["# Cascading foreign keys (the binlog does not carry the rows they change: see on_cascade):"]
+        lines += [f"#   {cascade}" for cascade in spec.cascades]
+        columns_comment += "\n".join(lines) + "\n"
     return TEMPLATE.format(
         name=spec.module_name,
         source_table=spec.source_table,
