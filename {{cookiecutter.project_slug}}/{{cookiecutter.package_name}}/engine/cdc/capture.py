@@ -494,7 +494,7 @@ class CatchUp:
 def server_id(config: ProjectConfig) -> int:
     """The replica server id this process reads the binlog with: one of the project's range,
     by pid, so two runs on one machine do not evict each other's dump thread."""
-    low, high = config.server_ids
+    low, high = sorted(config.server_ids)  # a reversed pair must not make the range empty (division by zero)
     return low + os.getpid() % (high - low + 1)
 
 
