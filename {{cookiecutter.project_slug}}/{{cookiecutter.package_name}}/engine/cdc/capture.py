@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig, SchemaPolicy
-from ..errors import FatalError, IngestError, SourceUnavailableError
+from ..errors import TABLE, FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
 from ..sink import bronze, evolve, history
@@ -516,8 +516,9 @@ def as_table_error(exc: BaseException, table: str, lake_root: str | None = None)
     if failures.was_interrupted():
         raise KeyboardInterrupt from exc
     if isinstance(exc, IngestError):
-        if exc.table is None:
-            exc.table = table
+        if TABLE in str(exc) or exc.table not in (None, table):
+            return exc.for_table(table)  # an error the binlog stream's tables share: a copy each
+        exc.table = table
         return exc
     log.error("%s: failed", table, exc_info=exc, extra=FILE_ONLY)  # the console gets the one line
     translated = failures.translate(exc, command=f"table {table}", lake_root=lake_root)

@@ -49,7 +49,7 @@ from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap, deltafiles
 from ..sink.silver import SILVER_META
-from ..source.connection import connection, qualified, start_consistent_snapshot
+from ..source.connection import connection, driver_error_in_text, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
 from ..source.resultset import TextResult
 from ..source.textcolumns import column_converter
@@ -237,6 +237,9 @@ def task_error(exc: Exception, table: str) -> errors.IngestError:
         cls = getattr(errors, name, errors.IngestError)
         if isinstance(cls, type) and issubclass(cls, errors.IngestError):
             return cls(message.strip())
+    known = driver_error_in_text(text, f"table {table}", table)  # a lost source, a revoked privilege
+    if known is not None:
+        return known
     lines = [line.strip() for line in text.splitlines() if "Error" in line or "Exception" in line]
     return errors.SourceUnavailableError(
         f"reading a snapshot chunk of {table} failed ({lines[-1][:300] if lines else 'see the log'}): "
