@@ -7,6 +7,10 @@ host, port and user only.
 
 from __future__ import annotations
 
+# Stands for the table in the message of an error raised for several tables at once (by the
+# binlog stream, which serves them all); ``IngestError.for_table`` puts in each one's name.
+TABLE = "<table>"
+
 
 class IngestError(Exception):
     """Root of every error the engine raises on purpose.
@@ -26,6 +30,13 @@ class IngestError(Exception):
         self.table = table
         self.setting = setting
         self.position = position
+
+    def for_table(self, table: str) -> IngestError:
+        """A copy of this error recorded against ``table``, naming it where the message says
+        ``TABLE``: an error several tables share gets one copy each."""
+        copy = _rebuild(type(self), str(self).replace(TABLE, table), table, self.setting, self.position)
+        copy.__cause__, copy.__suppress_context__ = self.__cause__, self.__suppress_context__
+        return copy
 
     def fields(self) -> dict[str, str]:
         """The fields that are set, with the category: what a record of the error carries."""
@@ -65,6 +76,20 @@ class ConcurrentRunError(IngestError):
     """Another run wrote the same table at the same time; running again resumes cleanly."""
 
     category = "retriable"
+
+
+class LakeUnavailableError(IngestError):
+    """The lake (or target folder) cannot be written for now, e.g. a full disk; once that is
+    fixed, running again resumes from the last commit."""
+
+    category = "retriable"
+
+
+class LakeDamagedError(IngestError):
+    """A file the lake's Delta log refers to is gone (deleted outside the engine); the message
+    names the command that rebuilds what it held."""
+
+    category = "repairable"
 
 
 class FatalError(IngestError):

@@ -35,8 +35,9 @@ from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, RotateEvent, 
 from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from ..config.project import SourceProfile
-from ..errors import FatalError, SourceUnavailableError
+from ..errors import TABLE, ConfigError, FatalError, SourceUnavailableError
 from ..ops import Op
+from ..source.connection import driver_error, password_bytes
 from ..source.statements import Kind, TableName, classify
 from ..source.typemap import binlog_values
 from ..state.positions import BinlogPosition
@@ -172,7 +173,7 @@ class BinlogSource:
                 "host": self._profile.host,
                 "port": self._profile.port,
                 "user": self._profile.user,
-                "password": self._profile.password,
+                "password": password_bytes(self._profile),  # UTF-8, as the server hashed it
                 "connect_timeout": self._profile.connect_timeout,
                 "read_timeout": self._read_timeout,
                 "init_command": f"SET SESSION net_write_timeout = {NET_WRITE_TIMEOUT_S}",
@@ -195,9 +196,13 @@ class BinlogSource:
             if code == PURGED_OR_MISSING:
                 raise FatalError(
                     f"binlog position {start} is no longer on the source ({exc.args[1]}): "
-                    "re-snapshot the table with `make ingest TABLE=<table> FULL_REFRESH=1`",
+                    f"re-snapshot the table with `make ingest TABLE={TABLE} FULL_REFRESH=1`",
                     position=str(start),
                 ) from None
+            refused = driver_error(exc, f"the binlog read after {start}")
+            if isinstance(refused, ConfigError):  # a revoked privilege or a changed password: no retry helps
+                refused.position = str(start)
+                raise refused from None
             raise SourceUnavailableError(
                 f"lost the binlog connection to {self._profile.host}:{self._profile.port} "
                 f"after {start} ({_first_line(exc)}): run again, it resumes from the last commit",

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig, SchemaPolicy
-from ..errors import FatalError, IngestError, SourceUnavailableError
+from ..errors import TABLE, FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
 from ..run import failures
 from ..sink import bronze, evolve, history
@@ -494,7 +494,7 @@ class CatchUp:
 def server_id(config: ProjectConfig) -> int:
     """The replica server id this process reads the binlog with: one of the project's range,
     by pid, so two runs on one machine do not evict each other's dump thread."""
-    low, high = config.server_ids
+    low, high = sorted(config.server_ids)  # a reversed pair must not make the range empty (division by zero)
     return low + os.getpid() % (high - low + 1)
 
 
@@ -516,8 +516,9 @@ def as_table_error(exc: BaseException, table: str, lake_root: str | None = None)
     if failures.was_interrupted():
         raise KeyboardInterrupt from exc
     if isinstance(exc, IngestError):
-        if exc.table is None:
-            exc.table = table
+        if TABLE in str(exc) or exc.table not in (None, table):
+            return exc.for_table(table)  # an error the binlog stream's tables share: a copy each
+        exc.table = table
         return exc
     log.error("%s: failed", table, exc_info=exc, extra=FILE_ONLY)  # the console gets the one line
     translated = failures.translate(exc, command=f"table {table}", lake_root=lake_root)

@@ -22,8 +22,7 @@ from .defaults import DEFAULTS
 
 PROJECT_FILE = "lakehouse_project.yml"
 PROFILES_FILE = "profiles.yml"
-
-
+MAX_SERVER_ID = 2**32 - 1  # a replica's server_id is an unsigned 32-bit number; 0 is refused
 
 class Mode(StrEnum):
     """A setting with a fixed set of values, parsed from a file or a table module."""
@@ -156,17 +155,17 @@ def load_project(
     target, outputs = _profile_output(profiles, str(profile_name), target, env, where)
     source = _load_source(outputs[target], target, env, where, require_env)
 
-    spark = project.get("spark") or {}
-    defaults = project.get("defaults") or {}
-    binlog = project.get("binlog") or {}
-    server_ids = binlog.get("server_id_range", DEFAULTS.server_id_range)
+    spark = _section(project, "spark")
+    defaults = _section(project, "defaults")
+    binlog = _section(project, "binlog")
+    server_ids = _server_id_range(binlog.get("server_id_range", list(DEFAULTS.server_id_range)))
     delivery = Delivery.parse(defaults.get("delivery", DEFAULTS.delivery), f"{PROJECT_FILE}: defaults.delivery",
                               "defaults.delivery")
     even = defaults.get("even_distribution", DEFAULTS.even_distribution)
     project_lake = str(_required(project, "lake_root", PROJECT_FILE))
     lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
     target_dir = _target_dir(root, project)
-    quality = project.get("quality") or {}
+    quality = _section(project, "quality")
     gx_dir = root / str(quality.get("gx_root", DEFAULTS.gx_root))
     max_lag = _positive_number(quality.get("max_lag_seconds", DEFAULTS.max_lag_seconds), "quality.max_lag_seconds")
     return ProjectConfig(
@@ -184,24 +183,84 @@ def load_project(
         spark=SparkSettings(
             master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
             # Rendered like profiles: keys of an object store come from the environment, never the file.
-            conf={str(k): str(v) for k, v in render_env_vars(
-                spark.get("conf") or {}, env, PROJECT_FILE, None if require_env else set()).items()},
+            conf=_spark_conf(spark.get("conf"), env, require_env),
             jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
         ),
         defaults=Defaults(
             chunk_size=_positive_int(defaults.get("chunk_size", DEFAULTS.chunk_size), "defaults.chunk_size"),
             delivery=delivery,
             flush_rows=_positive_int(defaults.get("flush_rows", DEFAULTS.flush_rows), "defaults.flush_rows"),
-            even_distribution=(float(even[0]), float(even[1])),
+            even_distribution=_number_pair(even, "defaults.even_distribution", "[0.05, 1000.0]"),
             commit_rows=_positive_int(defaults.get("commit_rows", DEFAULTS.commit_rows), "defaults.commit_rows"),
             snapshot_mode=SnapshotMode.parse(defaults.get("snapshot_mode", DEFAULTS.snapshot_mode),
                                              f"{PROJECT_FILE}: defaults.snapshot_mode", "defaults.snapshot_mode"),
             table_features=_table_features(defaults.get("table_features", list(DEFAULTS.table_features))),
         ),
-        server_ids=(int(server_ids[0]), int(server_ids[1])),
+        server_ids=server_ids,
         source=source,
         target=target,
     )
+
+
+def _section(project: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A top-level section of the project file: a mapping, or empty when left out."""
+    value = project.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{PROJECT_FILE}: '{name}' must be a mapping of settings, not {_kind(value)}",
+                          setting=name)
+    return value
+
+
+def _server_id_range(value: object) -> tuple[int, int]:
+    """The replica server ids binlog readers take: two ordered whole numbers. (YAML reads
+    ``5400`` as one number and ``"5400"`` as a string, which indexing would split into digits.)"""
+    if (isinstance(value, list | tuple) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            and 1 <= value[0] <= value[1] <= MAX_SERVER_ID):
+        return int(value[0]), int(value[1])
+    raise ConfigError(f"{PROJECT_FILE}: binlog.server_id_range is {value!r}; use two ordered whole numbers "
+                      f"from 1 to {MAX_SERVER_ID}, lowest first, e.g. [5400, 5499]",
+                      setting="binlog.server_id_range")
+
+
+def _number_pair(value: object, name: str, example: str) -> tuple[float, float]:
+    """Two ordered numbers, e.g. ``defaults.even_distribution``."""
+    try:
+        if not isinstance(value, list | tuple) or len(value) != 2 or isinstance(value[0], str | bool) \
+                or isinstance(value[1], str | bool):
+            raise TypeError
+        low, high = float(value[0]), float(value[1])
+    except (TypeError, ValueError):
+        low = high = float("nan")
+    if not low <= high:  # also refuses NaN
+        raise ConfigError(f"{PROJECT_FILE}: {name} is {value!r}; use two ordered numbers, lowest first, "
+                          f"e.g. {example}", setting=name)
+    return low, high
+
+
+def _spark_conf(value: object, env: Mapping[str, str], require_env: bool) -> dict[str, str]:
+    """``spark.conf``: Spark settings to values, ``env_var`` rendered (keys of an object store
+    come from the environment, never the file). Values are never shown in a message."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{PROJECT_FILE}: spark.conf must be a mapping of Spark settings to values "
+                          f"(e.g. spark.driver.memory: 4g), not {_kind(value)}", setting="spark.conf")
+    for key, item in value.items():
+        if isinstance(item, dict | list) or item is None:
+            raise ConfigError(f"{PROJECT_FILE}: spark.conf {key!r} must be one value (text or a number), "
+                              f"not {_kind(item)}", setting=f"spark.conf.{key}")
+    rendered = render_env_vars(value, env, PROJECT_FILE, None if require_env else set(), "spark.conf")
+    return {str(k): str(v) for k, v in rendered.items()}
+
+
+def _kind(value: object) -> str:
+    """What a YAML value is, for a message that must not show the value itself."""
+    kinds = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list",
+             dict: "a mapping", type(None): "empty"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _table_features(value: object) -> frozenset[str]:
@@ -230,13 +289,18 @@ def _target_dir(root: Path, project: Mapping[str, Any]) -> Path:
     return root / str(project.get("target_dir") or DEFAULTS.target_dir)
 
 
-def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set[str] | None = None) -> Any:
+def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set[str] | None = None,
+                    setting: str = "") -> Any:
     """Render ``{{ env_var(...) }}`` in every string of a parsed YAML tree. An unset variable
-    without a default is an error, or, when ``missing`` is given, "" with its name added there."""
+    without a default is an error, or, when ``missing`` is given, "" with its name added there.
+
+    A value that is not a valid template is an error naming its setting (``setting``, the
+    path of keys down to it), never the value: it may be a literal password."""
     if isinstance(value, dict):
-        return {k: render_env_vars(v, env, where, missing) for k, v in value.items()}
+        return {k: render_env_vars(v, env, where, missing, f"{setting}.{k}" if setting else str(k))
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [render_env_vars(v, env, where, missing) for v in value]
+        return [render_env_vars(v, env, where, missing, f"{setting}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, str) or "{{" not in value:
         return value
 
@@ -256,8 +320,15 @@ def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set
     jinja = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
     try:
         return jinja.from_string(value).render(env_var=env_var)
-    except jinja2.TemplateError as exc:
-        raise ConfigError(f"{where}: cannot render {value!r}: {exc}") from None
+    except jinja2.TemplateError:
+        # Jinja's own message quotes the template's text (``got 'word'``): it is left out.
+        name = setting or "a value"
+        raise ConfigError(
+            f"{where}: {name} is not a valid template (only {{{{ env_var('NAME') }}}} and "
+            f"{{{{ env_var('NAME', 'default') }}}} are rendered): write a literal '{{{{' as "
+            f"{{{{ '{{{{' }}}}, or move the value into an environment variable and use env_var",
+            setting=setting or None,
+        ) from None
 
 
 def _profile_output(
@@ -336,7 +407,8 @@ def _load_source(
         user=str(raw["user"]),
         password=str(raw["password"]),
         database=str(raw["database"]),
-        connect_timeout=int(raw.get("connect_timeout", DEFAULTS.connect_timeout_s)),
+        connect_timeout=_positive_int(raw.get("connect_timeout", DEFAULTS.connect_timeout_s), "connect_timeout",
+                                      str(where)),
         unset=tuple(sorted(missing or ())),
     )
 
@@ -382,11 +454,11 @@ def _positive_number(value: Any, name: str) -> float:
     return number
 
 
-def _positive_int(value: Any, name: str) -> int:
+def _positive_int(value: Any, name: str, where: str = PROJECT_FILE) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{PROJECT_FILE}: {name} must be a whole number", setting=name) from None
+        raise ConfigError(f"{where}: {name} must be a whole number", setting=name) from None
     if number <= 0:
-        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive", setting=name)
+        raise ConfigError(f"{where}: {name} must be positive", setting=name)
     return number

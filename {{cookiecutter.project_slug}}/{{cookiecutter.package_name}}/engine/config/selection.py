@@ -30,13 +30,15 @@ def select_tables(
     specs: Mapping[str, TableSpec],
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    package: str = __name__.split(".")[0],
 ) -> list[TableSpec]:
     """The tables ``include`` picks (all when empty) minus those ``exclude`` picks.
 
-    Raises ``ConfigError`` for a selector matching no table, or a selection left empty."""
+    Raises ``ConfigError`` for a selector matching no table, or a selection left empty;
+    ``package`` (the project's, which the engine is part of) is named in the command to add one."""
     for selector in (*include, *exclude):
         if not any(matches(spec, selector) for spec in specs.values()):
-            raise ConfigError(_matches_nothing(specs, selector))
+            raise ConfigError(_matches_nothing(specs, selector, package))
     chosen = [s for s in specs.values() if not include or any(matches(s, i) for i in include)]
     chosen = [s for s in chosen if not any(matches(s, e) for e in exclude)]
     if not chosen:
@@ -44,7 +46,7 @@ def select_tables(
     return chosen
 
 
-def _matches_nothing(specs: Mapping[str, TableSpec], selector: str) -> str:
+def _matches_nothing(specs: Mapping[str, TableSpec], selector: str, package: str) -> str:
     if selector.startswith(TAG):
         tags = sorted({tag for spec in specs.values() for tag in spec.tags})
         return f"no table has a tag matching {selector[len(TAG):]!r} (tags in use: {', '.join(tags) or 'none'})"
@@ -52,4 +54,4 @@ def _matches_nothing(specs: Mapping[str, TableSpec], selector: str) -> str:
     if WILDCARDS & set(selector):
         return f"the pattern {selector!r} matches no table (known: {known})"
     return (f"no table named {selector!r} (known: {known}); add it with "
-            f"`python -m <package> add-table {selector}`")
+            f"`python -m {package} add-table {selector}`")

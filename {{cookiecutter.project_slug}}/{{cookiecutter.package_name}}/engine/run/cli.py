@@ -262,6 +262,12 @@ def _report(failure: Failure, exc: BaseException, run: Invocation, target_dir: P
     return failure.exit_code
 
 
+def naming(table: str, message: str) -> str:
+    """A failed table's message, led by ``table <name>:`` unless it names the table already
+    (an error of the source or the lake that did not know the table, e.g. a lost connection)."""
+    return message if table in message else f"table {table}: {message}"
+
+
 def _json_line(level: str, message: str, **fields: Any) -> str:
     """One console line as one JSON object (``--log-format json``)."""
     return json.dumps({"time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"), "level": level,
@@ -359,7 +365,7 @@ class RunLog:
 def _specs(args: argparse.Namespace, package: str):
     from ..config.selection import select_tables
 
-    return select_tables(_all_specs(package), args.select, args.exclude)
+    return select_tables(_all_specs(package), args.select, args.exclude, package)
 
 
 def _all_specs(package: str):
@@ -455,7 +461,7 @@ def _print_results(results, log_format: str = "text") -> list:
             print(f"{r.table:<24} ERROR  see below")
     failed = [r for r in results if r.status != RunStatus.SUCCESS]
     for r in failed:
-        _error_line(f"ERROR [{r.category}]: {r.message}", log_format, r.category, table=r.table,
+        _error_line(f"ERROR [{r.category}]: {naming(r.table, r.message)}", log_format, r.category, table=r.table,
                     setting=r.setting, position=r.error_position)
     return failed
 
@@ -506,7 +512,7 @@ def _finish_tables(args, config, command: str, invocation: str, started: dt.date
     (status error when a table erred, fail when only checks failed), and the exit code."""
     failed = [r for r in results if r.status != RunStatus.SUCCESS]
     for r in failed:
-        _error_line(f"ERROR [{r.category}]: {r.message}", args.log_format, r.category, table=r.table)
+        _error_line(f"ERROR [{r.category}]: {naming(r.table, r.message)}", args.log_format, r.category, table=r.table)
     status = RunStatus.SUCCESS
     if failed:
         status = RunStatus.ERROR if any(r.status == RunStatus.ERROR for r in failed) else RunStatus.FAIL

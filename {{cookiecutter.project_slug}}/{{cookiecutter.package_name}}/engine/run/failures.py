@@ -3,10 +3,14 @@
 Spark reports failures as Java exceptions wrapped by py4j (``Py4JJavaError``) or re-raised by
 pyspark (``AnalysisException``, ``PythonException``...). Their text is a JVM stack trace: the
 console gets the operation and the root cause's first line instead, the log gets the rest.
+Driver errors of the source and file-system errors of the lake (a full disk, a read-only lake,
+a data file deleted outside the engine) get their class (retriable, configuration,
+repairable) and the fix, whether Python or Spark raised them.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 import sys
 import threading
@@ -15,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import ConfigError, IngestError
+from ..errors import ConfigError, IngestError, LakeDamagedError, LakeUnavailableError
+from ..source.connection import driver_error
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]
 # Frames of these modules handle errors; the operation that failed is further in.
@@ -30,6 +35,15 @@ _NOT_WRITABLE = re.compile(
     r"Permission denied|AccessDeniedException|AccessControlException|Read-only file system|"
     r"Not a directory|ParentNotDirectoryException|Mkdirs failed|DELTA_CANNOT_CREATE_LOG_PATH"
 )
+
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded", re.IGNORECASE)
+# A data file the Delta log names but the file system lacks (Spark's FileNotFoundException,
+# FAILED_READ_FILE.FILE_NOT_EXIST, DELTA_FILE_NOT_FOUND; pyarrow's "Failed to open local file").
+_MISSING = re.compile(r"FileNotFound|FILE_NOT_EXIST|DELTA_FILE_NOT_FOUND|does not exist|No such file|cannot be found")
+_PARQUET = re.compile(r"((?:[a-z0-9]+:)?/[^\s'\"`,;]*?\.parquet)")
+_LAYER_TABLE = re.compile(r"/(bronze|silver)/([^/]+)/")
+_NOT_WRITABLE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM}
+_NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 _interrupted = threading.Event()
 
@@ -100,11 +114,18 @@ def operation(exc: BaseException) -> str:
 
 
 def translate(exc: BaseException, *, command: str, lake_root: str | None) -> IngestError | None:
-    """An engine error for a Spark/py4j exception, ``None`` for anything else.
+    """An engine error for a Spark/py4j exception, a source driver error or a file-system
+    error, ``None`` for anything else. ``command`` starts a source error's message.
 
     A missing filesystem (``s3a://`` without hadoop-aws) and an unwritable lake are
-    configuration errors naming the fix; any other failure names the operation and root cause.
+    configuration errors naming the fix, a full disk is retriable, a missing data file
+    repairable; any other Spark failure names the operation and root cause.
     """
+    source = driver_error(exc, command)
+    if source is not None:
+        return source
+    if isinstance(exc, OSError):
+        return os_error(exc, command, operation(exc) or command)
     failure = spark_failure(exc)
     if failure is None:
         return None
@@ -112,6 +133,9 @@ def translate(exc: BaseException, *, command: str, lake_root: str | None) -> Ing
     lake_error = lake_config_error(failure.causes, lake_root, where or command)
     if lake_error is not None:
         return lake_error
+    storage = storage_error(failure.causes, command, where or command)
+    if storage is not None:
+        return storage
     place = f" in {where}" if where else ""
     call = f", Spark call {failure.call}" if failure.call else ""
     return IngestError(f"{command} failed{place}{call}: {failure.root}")
@@ -149,6 +173,61 @@ def lake_config_error(causes: tuple[str, ...], lake_root: str | None, where: str
             "folder writable for this user, or change lake_root in lakehouse_project.yml"
         )
     return None
+
+
+def storage_error(causes: tuple[str, ...], command: str, where: str) -> IngestError | None:
+    """The error a failure's cause chain shows when the disk is full or a data file is gone;
+    ``command`` starts the message, ``where`` is the operation that failed."""
+    chain = " | ".join(causes)
+    if _NO_SPACE.search(chain):
+        return no_space_error(_first_path(chain), command, where)
+    missing = _PARQUET.search(chain) if _MISSING.search(chain) else None
+    return missing_file_error(missing.group(1), where) if missing else None
+
+
+def os_error(exc: OSError, command: str, where: str) -> IngestError | None:
+    """The error for a file-system error Python raised (pyarrow, the engine's own log writes)."""
+    path = str(exc.filename) if exc.filename is not None else _first_path(str(exc))
+    if exc.errno in _NO_SPACE_ERRNOS or _NO_SPACE.search(str(exc)):
+        return no_space_error(path, command, where)
+    if exc.errno in _NOT_WRITABLE_ERRNOS:
+        return ConfigError(
+            f"{command}: cannot write {path or 'the lake'} ({exc.strerror or exc}; in {where}): make it writable for "
+            "this user (a read-only lake: mount it read-write), or change lake_root / target_dir in "
+            "lakehouse_project.yml; then run again, it resumes from the last commit", setting="lake_root")
+    missing = _PARQUET.search(f"{exc.filename or ''} {exc}")
+    if (isinstance(exc, FileNotFoundError) or _MISSING.search(str(exc))) and missing:
+        return missing_file_error(missing.group(1), where)
+    return None
+
+
+def no_space_error(path: str, command: str, where: str) -> LakeUnavailableError:
+    place = f"writing {path}" if path else "writing the lake"
+    return LakeUnavailableError(
+        f"{command}: no space left on the device {place} (in {where}): free space there (or move lake_root / "
+        "target_dir to a larger disk), then run again; it resumes from the last commit")
+
+
+def missing_file_error(path: str, where: str) -> IngestError:
+    """A data file of the lake is gone: silver is rebuilt from bronze, bronze re-snapshotted."""
+    layer_table = _LAYER_TABLE.search(path)
+    if layer_table is None:  # not a lake table's file (a staged chunk): the run writes it anew
+        return LakeUnavailableError(f"the file {path} is missing (in {where}): run again; it resumes "
+                                    "from the last commit")
+    layer, table = layer_table.groups()
+    if layer == "silver":
+        return LakeDamagedError(
+            f"table {table}: silver's data file {path} is missing (deleted outside the engine; in {where}): "
+            f"rebuild silver from bronze with `make rebuild TABLE={table}`, then run again", table=table)
+    return LakeDamagedError(
+        f"table {table}: bronze's data file {path} is missing (deleted outside the engine; in {where}): "
+        f"bronze is the changelog and nothing holds its rows again: re-snapshot the table with "
+        f"`make ingest TABLE={table} FULL_REFRESH=1`", table=table)
+
+
+def _first_path(text: str) -> str:
+    found = re.search(r"(?:[a-z0-9]+:)?/[^\s'\"`,;:]+", text)
+    return found.group(0) if found else ""
 
 
 def missing_s3a_message(lake_root: str | None) -> str:

@@ -89,6 +89,11 @@ def eta(done: int, left: int, elapsed_s: float) -> str:
     return ", ETA " + " ".join(parts)
 
 
+# Failures of the shared source connection outside any one table's work (the binlog position
+# after the snapshots, a catch-up): they stop every table still going, each with its own line.
+SOURCE_LOST = (pymysql.err.OperationalError, pymysql.err.InterfaceError, SourceUnavailableError)
+
+
 class TablesFailed(FatalError):
     """Some tables failed; the others finished. ``results`` holds every table's result,
     ``errors`` the error of each failed table (by table name)."""
@@ -206,11 +211,15 @@ class Pipeline:
                 if table.ok:
                     self._merge_silver(table)
                 table.result.seconds += (time.monotonic() - started) / len(tables)
+        except SOURCE_LOST as exc:  # the source went away (or refused) mid-run: each table still going stops
+            for table in tables:
+                if table.ok:
+                    table.fail(exc, self.config.lake_root)
         finally:
             if own_conn:
                 conn.close()
         for table in tables:
-            if table.ok and table.checkpoint is not None:
+            if table.ok and table.checkpoint is not None and stop is not None:
                 self._checkpoints[table.spec.name] = table.checkpoint
                 self._read_to[table.spec.name] = stop
             else:

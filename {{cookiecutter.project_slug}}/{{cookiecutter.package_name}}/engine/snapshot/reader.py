@@ -48,7 +48,7 @@ from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap, deltafiles
 from ..sink.silver import SILVER_META, Commit
-from ..source.connection import connection, qualified, start_consistent_snapshot
+from ..source.connection import connection, driver_error_in_text, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
 from ..source.resultset import TextResult
 from ..source.textcolumns import column_converter
@@ -236,6 +236,9 @@ def task_error(exc: Exception, table: str) -> errors.IngestError:
         cls = getattr(errors, name, errors.IngestError)
         if isinstance(cls, type) and issubclass(cls, errors.IngestError):
             return cls(message.strip())
+    known = driver_error_in_text(text, f"table {table}", table)  # a lost source, a revoked privilege
+    if known is not None:
+        return known
     found = _PYTHON_ERROR.findall(text)
     cause = found[-1].strip()[:300] if found else "see target/lakehouse.log"
     return errors.SourceUnavailableError(

@@ -6,6 +6,7 @@ like the binlog's. Connection failures become one-line errors without the passwo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -14,13 +15,22 @@ import pymysql
 import pymysql.cursors
 
 from ..config.project import SourceProfile
-from ..errors import ConfigError, PreflightError, SourceUnavailableError
+from ..errors import ConfigError, IngestError, PreflightError, SourceUnavailableError
 from ..state.positions import BinlogPosition
 
-ACCESS_DENIED = {1044, 1045, 1698}
+ACCESS_DENIED = {1045, 1698}  # the login itself: user or password
 UNKNOWN_DATABASE = 1049
 CANNOT_CONNECT = {2002, 2003, 2005, 2006, 2013}
-NO_PRIVILEGE = {1227, 1142, 1143}
+NO_PRIVILEGE = {1227, 1142, 1143, 1044}  # 1044: no privilege on the database (login accepted)
+# The server went away or dropped this connection mid-run: shutdown in progress, connection
+# killed, server gone, lost during a query (kill -9 of the server), lost while reading a packet.
+CONNECTION_LOST = {1053, 1927, 2006, 2013, 2055} | CANNOT_CONNECT
+# Transient refusals of one statement: lock wait timeout, deadlock.
+TRANSIENT = {1205, 1213}
+GRANTS = ("GRANT the ingest user SELECT ON the source database and REPLICATION SLAVE, REPLICATION CLIENT "
+          "(BINLOG MONITOR on MariaDB) ON *.*, then run again (`make debug` checks the grants)")
+# A driver error as a Spark task's traceback prints it: pymysql.err.OperationalError: (2013, '...')
+_DRIVER_ERROR_TEXT = re.compile(r"pymysql\.err\.(\w+): \((\d+), ['\"](.*?)['\"]\)")
 
 
 def quote_ident(name: str) -> str:
@@ -50,7 +60,7 @@ def connect(
             host=profile.host,
             port=profile.port,
             user=profile.user,
-            password=profile.password,
+            password=password_bytes(profile),
             database=profile.database,
             connect_timeout=profile.connect_timeout,
             read_timeout=read_timeout,
@@ -65,9 +75,18 @@ def connect(
         raise connection_error(exc, profile) from None
 
 
-def connection_error(exc: pymysql.err.MySQLError, profile: SourceProfile) -> Exception:
+def password_bytes(profile: SourceProfile) -> bytes:
+    """The password as the server hashed it: UTF-8, like the mysql client sends what was typed.
+    (pymysql encodes a ``str`` password as latin1, which fails on ``€`` and sends other bytes
+    than the server expects for any non-ASCII character.)"""
+    return profile.password.encode("utf-8")
+
+
+def connection_error(exc: pymysql.err.MySQLError, profile: SourceProfile) -> IngestError:
     code = exc.args[0] if exc.args else None
     where = f"{profile.user}@{profile.host}:{profile.port}"
+    if code in NO_PRIVILEGE:
+        return privilege_error(_reason(exc))
     if code in ACCESS_DENIED:
         return ConfigError(
             f"source login refused for {where}: check the user in profiles.yml and the "
@@ -81,14 +100,58 @@ def connection_error(exc: pymysql.err.MySQLError, profile: SourceProfile) -> Exc
     if code in CANNOT_CONNECT:
         return SourceUnavailableError(
             f"cannot reach the source at {profile.host}:{profile.port} ({_reason(exc)}): "
-            "start it (`make source-up` for the embedded demo) or fix host/port in profiles.yml"
+            "start it (`make source-up` for the embedded demo) or fix host/port in profiles.yml; once it "
+            "is back, run again: it resumes from the last commit"
         )
     return SourceUnavailableError(f"source error from {where}: {_reason(exc)}")
 
 
+def privilege_error(reason: str, where: str = "", table: str | None = None) -> ConfigError:
+    """The source refused a statement for want of a privilege: running again cannot help."""
+    place = f"{where}: " if where else ""
+    return ConfigError(f"{place}the source refused a statement for lack of a privilege ({reason}): {GRANTS}",
+                       table=table, setting="GRANT")
+
+
+def driver_error(exc: BaseException, where: str, table: str | None = None) -> IngestError | None:
+    """The engine error for a driver error raised on an open connection (the source went away,
+    a privilege was revoked, a lock wait timed out), ``None`` for any other exception or code.
+    ``where`` starts the message: ``table orders`` or the command."""
+    if not isinstance(exc, pymysql.err.MySQLError):
+        return None
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    reason = _reason(exc).strip()
+    shown = f"{code} {reason}" if code and reason else reason
+    return _by_code(code, shown, isinstance(exc, pymysql.err.InterfaceError), where, table)
+
+
+def driver_error_in_text(text: str, where: str, table: str | None = None) -> IngestError | None:
+    """``driver_error`` for the last driver error a traceback's text shows (a Spark task's)."""
+    found = _DRIVER_ERROR_TEXT.findall(text)
+    if not found:
+        return None
+    kind, code, message = found[-1]
+    return _by_code(int(code), f"{code} {message}"[:200], kind == "InterfaceError", where, table)
+
+
+def _by_code(code: int | None, reason: str, interface: bool, where: str, table: str | None) -> IngestError | None:
+    if code in NO_PRIVILEGE or code in ACCESS_DENIED:
+        return privilege_error(reason, where, table) if code in NO_PRIVILEGE else ConfigError(
+            f"{where}: the source refused the login ({reason}): check the user in profiles.yml and the "
+            "MYSQL_PASSWORD environment variable, then run again", table=table, setting="password")
+    if code in CONNECTION_LOST or interface:  # InterfaceError: a connection already closed under us
+        return SourceUnavailableError(
+            f"{where}: lost the connection to the source ({reason or 'connection closed'}): run again once "
+            "the source is back; it resumes from the last commit", table=table)
+    if code in TRANSIENT:
+        return SourceUnavailableError(f"{where}: the source gave up a statement ({reason}): run again; it "
+                                      "resumes from the last commit", table=table)
+    return None
+
+
 def _reason(exc: pymysql.err.MySQLError) -> str:
     message = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
-    return message.splitlines()[0][:200]
+    return (message.splitlines() or [""])[0][:200]
 
 
 @contextmanager
