@@ -109,6 +109,9 @@ def _files(spark, config, layer: str) -> set[str]:
 
 def test_rename_drop_and_widening_change_no_file_and_a_later_rewrite_still_reads_every_column(
         spark, config, mariadb):
+    # Both features are opt-in (the default is none: not every reader outside Spark reads them).
+    features = frozenset({"column_mapping", "type_widening"})
+    config = replace(config, defaults=replace(config.defaults, table_features=features))
     spec = TableSpec("customers", "customers")
     Pipeline(config, spark, "run-1").ingest([spec])
     before = {layer: _files(spark, config, layer) for layer in ("bronze", "silver")}

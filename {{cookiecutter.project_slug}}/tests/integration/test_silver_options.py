@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
@@ -39,6 +41,7 @@ def test_silver_gets_a_change_feed_and_clustering_and_the_feed_records_each_merg
 
 
 def test_a_silver_with_a_change_feed_is_rewritten_at_a_rename_and_its_feed_stays_readable(spark, config, mariadb):
+    config = replace(config, defaults=replace(config.defaults, table_features=frozenset({"column_mapping"})))
     spec = TableSpec("customers", "customers", change_data_feed=True)
     Pipeline(config, spark, "run-1").ingest([spec])
     path = config.table_path("silver", "customers")

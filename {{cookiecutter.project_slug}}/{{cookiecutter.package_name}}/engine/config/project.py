@@ -18,7 +18,7 @@ import jinja2
 import yaml
 
 from ..errors import ConfigError
-from .defaults import DEFAULTS
+from .defaults import DEFAULTS, TABLE_FEATURES
 
 PROJECT_FILE = "lakehouse_project.yml"
 PROFILES_FILE = "profiles.yml"
@@ -264,7 +264,7 @@ def _kind(value: object) -> str:
 
 
 def _table_features(value: object) -> frozenset[str]:
-    known = DEFAULTS.table_features
+    known = TABLE_FEATURES
     if not isinstance(value, list) or any(v not in known for v in value):
         raise ConfigError(f"{PROJECT_FILE}: defaults.table_features is {value!r}; use a list of "
                           f"{', '.join(known)} (or [] for none)", setting="defaults.table_features")
