@@ -192,7 +192,9 @@ KINDS: tuple[Kind, ...] = (
     *(timestamp_kind(fsp) for fsp in range(7)),
     *(time_kind(fsp) for fsp in range(7)),
     Kind("yr", "YEAR", (e("0", 0), e("1901", 1901), e("2155", 2155), e("'0'", 2000))),
-    Kind("geom", "GEOMETRY", (e("ST_GeomFromText('POINT(1 2)', 4326)", Wkb("POINT(1 2)")),
+    # An SRID other than 0 is kept as EWKB: PostGIS's ST_AsEWKB('SRID=4326;POINT(1 2)').
+    Kind("geom", "GEOMETRY", (e("ST_GeomFromText('POINT(1 2)', 4326)",
+                                bytes.fromhex("0101000020e6100000000000000000f03f0000000000000040")),
                               e("ST_GeomFromText('GEOMETRYCOLLECTION EMPTY')", Wkb("GEOMETRYCOLLECTION EMPTY")))),
     Kind("pnt", "POINT", (e("ST_GeomFromText('POINT(-1.5 2e10)')", Wkb("POINT(-1.5 2e10)")),)),
     Kind("line", "LINESTRING", (e("ST_GeomFromText('LINESTRING(0 0,1 1,2 2)')", Wkb("LINESTRING(0 0,1 1,2 2)")),)),

@@ -8,6 +8,7 @@ from {{ cookiecutter.package_name }}.engine.source.introspect import (
     UniqueIndex,
     check_key,
     covering_index,
+    lower_outside_quotes,
     natural_key,
     unique_indexes,
 )
@@ -89,3 +90,10 @@ def test_the_natural_key_is_the_first_unique_index_without_nullable_columns():
     assert natural_key("demo.t", COLUMNS, indexes) == ("email",)
     with pytest.raises(ConfigError, match="no primary key or NOT NULL unique key"):
         natural_key("demo.t", COLUMNS, indexes[:1])
+
+
+def test_a_column_type_is_lower_case_outside_its_members_which_keep_their_case():
+    described = lower_outside_quotes("SET('A','it''s B','Ã©') ")
+    assert described == "set('A','it''s B','Ã©') "
+    assert ColumnInfo("s", "set", described, True).members == ("A", "it's B", "Ã©")
+    assert lower_outside_quotes("BIGINT(20) UNSIGNED") == "bigint(20) unsigned"

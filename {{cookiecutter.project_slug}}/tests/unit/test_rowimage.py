@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
-from {{ cookiecutter.package_name }}.engine.cdc import rowimage
+from {{ cookiecutter.package_name }}.engine.cdc import charsets, rowimage
 from {{ cookiecutter.package_name }}.engine.cdc.rowimage import RowImageError, decode, every_column, plan_for
 
 
@@ -63,6 +63,22 @@ def test_strings_decode_in_their_charset_as_the_library_names_it():
     # latin1 is the server's cp1252: 0x80 is the euro sign
     assert read_one(col(FIELD_TYPE.STRING, max_length=20, charset="latin1"), b"\x01\x80") == "€"
     assert read_one(col(FIELD_TYPE.STRING, max_length=20, charset=None), b"\x02\xc3\xa4") == "ä"
+
+
+def test_latin1_decodes_every_byte_as_the_server_with_the_c1_controls_cp1252_leaves_undefined():
+    column = col(FIELD_TYPE.BLOB, length_size=2, charset="cp1252")  # how the library names latin1
+    text = read_one(column, b"\x00\x01" + bytes(range(256)))
+    assert len(text) == 256 and text[0x80] == "€" and text[0xFF] == "ÿ"
+    assert [text[b] for b in (0x81, 0x8D, 0x8F, 0x90, 0x9D)] == ["\x81", "\x8d", "\x8f", "\x90", "\x9d"]
+
+
+def test_enum_and_set_members_of_a_latin1_column_are_decoded_in_latin1():
+    enum = SimpleNamespace(character_set_name="cp1252", enum_values=["", "\udce9", "\u00e9"])
+    utf8 = SimpleNamespace(character_set_name="utf8", set_values=["\u00e9", "b"])
+    charsets.mend_columns([enum, utf8])
+    # b'\xe9' is 'é'; b'\xc3\xa9' (UTF-8 'é' as the library read it) is 'Ã©' in latin1
+    assert enum.enum_values == ["", "é", "Ã©"] and enum.character_set_name == charsets.MYSQL_LATIN1
+    assert utf8.set_values == ["é", "b"] and utf8.character_set_name == "utf8"
 
 
 def test_binary_values_and_charsets_without_a_codec_stay_bytes():

@@ -165,6 +165,23 @@ def test_rename_and_drop_need_column_mapping_widening_needs_type_widening():
     assert set(FEATURES) == set(TABLE_FEATURES)  # every feature a project may opt into
 
 
+
+def test_a_column_added_or_renamed_under_a_name_delta_refuses_needs_column_mapping():
+    assert needed_features([LakeChange(Kind.ADD, "loyalty points", type="int")]) == {"column_mapping"}
+    assert needed_features([LakeChange(Kind.RENAME, "x", to="a=b")]) == {"column_mapping"}
+    plain = [LakeChange(Kind.ADD, "prix€", type="int"), LakeChange(Kind.ADD, "a`b", type="int")]
+    assert needed_features(plain) == set()
+
+
+@pytest.mark.parametrize("name", ["order id", "a,b", "a;b", "{k}", "(n)", "x=y", "a\nb", "a\tb"])
+def test_tables_with_a_name_delta_refuses_are_created_with_column_mapping(name):
+    assert columnmap.creation_properties(["id", name]) == {columnmap.MODE: "name"}
+
+
+@pytest.mark.parametrize("name", ["prix€", "select", "a`b", "été", "_op", "x.y"])
+def test_tables_whose_names_delta_takes_are_created_without_column_mapping(name):
+    assert columnmap.creation_properties(["id", name]) == {}
+
 def test_without_column_mapping_files_hold_each_column_under_its_own_name():
     schema = json.dumps({"type": "struct", "fields": table()})
     assert columnmap.physical_names(schema, {}) == {f["name"]: f["name"] for f in table()}

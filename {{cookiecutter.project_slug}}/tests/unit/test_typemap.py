@@ -15,6 +15,7 @@ from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo,
 from {{ cookiecutter.package_name }}.engine.source.typemap import (
     binlog_converter,
     binlog_values,
+    ewkb,
     select_converter,
     select_list,
     spark_type,
@@ -223,12 +224,28 @@ SPATIAL = ("geometry", "point", "linestring", "polygon", "multipoint", "multilin
            "geometrycollection")
 
 
+# PostGIS's ST_AsEWKB('SRID=4326;POINT(1 2)'): the type 1 with the SRID flag, then SRID 4326
+EWKB_POINT_4326 = bytes.fromhex("0101000020e6100000000000000000f03f0000000000000040")
+
+
 @pytest.mark.parametrize("kind", SPATIAL)
-def test_spatial_values_are_standard_wkb_without_the_srid_on_both_paths(kind):
+def test_spatial_values_without_an_srid_are_standard_wkb_on_both_paths(kind):
     column = col(kind)
     assert spark_type(column) == T.BinaryType()
-    internal = struct.pack("<I", 4326) + WKB_POINT  # MySQL's value: SRID, then WKB
+    internal = struct.pack("<I", 0) + WKB_POINT  # MySQL's value: SRID, then WKB
     assert same(column, internal, internal) == WKB_POINT
+
+
+@pytest.mark.parametrize("kind", SPATIAL)
+def test_spatial_values_with_an_srid_keep_it_as_ewkb_on_both_paths(kind):
+    internal = struct.pack("<I", 4326) + WKB_POINT
+    assert same(col(kind), internal, internal) == EWKB_POINT_4326
+
+
+def test_ewkb_writes_the_srid_in_the_wkb_own_byte_order():
+    big_endian_point = bytes.fromhex("00000000013ff00000000000004000000000000000")  # POINT(1 2), XDR
+    assert ewkb(big_endian_point, 4326) == bytes.fromhex("0020000001000010e63ff00000000000004000000000000000")
+    assert ewkb(big_endian_point, 0) == big_endian_point
 
 
 def test_a_multipolygon_with_non_utf8_bytes_is_not_decoded_as_text():

@@ -18,6 +18,8 @@ handled here, and wherever the adapter cannot be sure it stops instead of guessi
 - **Row images must be complete.** A session with ``binlog_row_image=MINIMAL``/``NOBLOB`` writes
   images without every column; statement-based logging writes DML as SQL text. Both are reported
   as problems of the watched table they touch, which the pipeline stops with one clear line.
+- **Text is decoded as the server decodes it** (:mod:`.charsets`): latin1 is the server's, not
+  Python's cp1252, and ENUM/SET members of a non-UTF-8 column keep their characters.
 - **DDL** is resolved against the event's default database (``USE other; ALTER TABLE demo.t``).
 """
 
@@ -41,7 +43,7 @@ from ..source.connection import driver_error, password_bytes
 from ..source.statements import Kind, TableName, classify
 from ..source.typemap import binlog_values
 from ..state.positions import BinlogPosition
-from . import rowimage
+from . import charsets, rowimage
 
 PURGED_OR_MISSING = 1236
 # MariaDB GTID event flag: the event group is one statement without COMMIT/XID (DDL).
@@ -168,6 +170,7 @@ class BinlogSource:
         up to the end of the binlog as the server shows it now). ``start`` must be a commit
         boundary, or a position no transaction spans (a binlog file's header events)."""
         self.reached = None
+        charsets.install()  # table maps decoded as the server decodes text (latin1, ENUM members)
         stream = BinLogStreamReader(
             connection_settings={
                 "host": self._profile.host,

@@ -19,18 +19,17 @@ there): anything else means this module read a value wrongly, and the table stop
 
 from __future__ import annotations
 
-import codecs
 import datetime as dt
 import struct
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from functools import cache, partial
+from functools import partial
 from typing import Any
 
-from pymysql.charset import charset_by_name
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
 from ..errors import FatalError
+from . import charsets
 
 # (data, offset) -> (value, offset after it)
 Read = Callable[[bytes, int], tuple[Any, int]]
@@ -177,20 +176,11 @@ def _int24(unsigned: bool, data: bytes, pos: int) -> tuple[int, int]:
     return int.from_bytes(data[pos:end], "little", signed=not unsigned), end
 
 
-@cache
 def _codec(name: str | None) -> str | None:
-    """The Python codec of a charset as the library names it (``utf8mb4`` is ``utf8``, ``latin1``
-    is ``cp1252``); None: no codec by that name, the value stays bytes. Looked up once per name,
-    not per event."""
-    if name is None:
-        return "utf-8"  # no charset in the table map: the library decodes UTF-8
-    charset: Any = charset_by_name(name)  # None for a charset pymysql does not know
-    encoding = charset.encoding if charset is not None else name
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        return None
-    return encoding
+    """The Python codec of a charset as the library names it, decoding as the server does
+    (:func:`charsets.python_encoding`: ``latin1`` is the server's cp1252); None: no codec by
+    that name, the value stays bytes."""
+    return charsets.python_encoding(name)
 
 
 def _string(length_bytes: int, encoding: str | None, errors: str, data: bytes, pos: int) -> tuple[Any, int]:

@@ -15,7 +15,7 @@ therefore spell every value the same way before hashing it, which is what this m
 
 The canonical bytes are those silver stores (see ``source.typemap``): the SQL side re-spells the
 source's value in silver's form, e.g. a TIMESTAMP as UTC microseconds, a zero DATE as NULL, a
-spatial value as WKB without the SRID, a TIME with its fraction only when there is one.
+spatial value as WKB, EWKB when it has an SRID, a TIME with its fraction only when there is one.
 
 FLOAT and DOUBLE are not printed: MariaDB and Java print doubles differently (``1e20`` against
 ``1.0E20``), and no SQL function exposes their bits. Both sides instead compute the value's exact
@@ -75,7 +75,7 @@ def sql_field(col: ColumnInfo) -> str:
     if kind in BINARY_TYPES:
         return _sql_digest(name, name)
     if kind in SPATIAL_TYPES:
-        return _sql_digest(name, f"SUBSTRING({name}, {SRID_BYTES + 1})")
+        return _sql_digest(name, _sql_wkb(name))
     if is_long(col):
         return _sql_digest(name, f"CONVERT({_sql_text(col, name)} USING utf8mb4)")
     if kind == "bit":
@@ -87,6 +87,17 @@ def sql_field(col: ColumnInfo) -> str:
     else:
         hexed = f"HEX(CONVERT({_sql_text(col, name)} USING utf8mb4))"
     return f"COALESCE({hexed}, '{NULL_FIELD}')"
+
+
+def _sql_wkb(name: str) -> str:
+    """A spatial value as silver holds it (``typemap._wkb``): the server's value is its SRID (4
+    bytes, little-endian) then WKB in little-endian order; SRID 0 gives the WKB, any other the
+    EWKB: the type's high byte gets the SRID flag (0x20) and the SRID follows the type."""
+    srid, body = f"SUBSTRING({name}, 1, {SRID_BYTES})", f"SUBSTRING({name}, {SRID_BYTES + 1})"
+    flagged_type = (f"SUBSTRING({name}, {SRID_BYTES + 1}, 4), "  # byte order, the type's low bytes
+                    f"CHAR(ASCII(SUBSTRING({name}, {SRID_BYTES + 5}, 1)) | 0x20)")
+    return (f"IF({srid} = x'00000000', {body}, "
+            f"CONCAT({flagged_type}, {srid}, SUBSTRING({name}, {SRID_BYTES + 6})))")
 
 
 def _sql_digest(name: str, canonical: str) -> str:

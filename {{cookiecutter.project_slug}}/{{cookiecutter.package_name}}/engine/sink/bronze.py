@@ -77,6 +77,8 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
             writer = writer.mode("overwrite").option("overwriteSchema", "true")
         else:
             writer = writer.mode("append")
+        if columnmap.needs_mapping(df.columns) and not exists(spark, path):  # the append creates bronze
+            writer = writer.options(**columnmap.creation_properties(df.columns))
         (
             writer
             .option("userMetadata", marker)

@@ -9,7 +9,10 @@ Tables are created without column mapping; the first schema change that needs it
 table (:mod:`schemacommit`), and Delta's upgrade keeps every existing column's physical name
 equal to its name. So a table without mapping, and every column of an upgraded table that was
 there before the upgrade, is written under its own name; only columns added or renamed later
-differ. Whatever the writer assumed is checked against the committing transaction's schema
+differ. The exception is a table with a column name that Delta refuses without mapping (a space
+or one of ``,;{}()=``, newline, tab: Parquet's naming rules): it is created with mapping
+(:func:`creation_properties`), so Delta gives every column a physical name of its own, which
+writers read from the table once it exists. Whatever the writer assumed is checked against the committing transaction's schema
 (:func:`deltafiles.append_files`), so a file is never committed under names the table does not
 read.
 """
@@ -27,6 +30,8 @@ from . import deltalog
 
 MODE = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
+# What Delta refuses in a column name unless the table maps names (DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES).
+INVALID_CHARACTERS = frozenset(" ,;{}()\n\t=")
 
 
 class StaleColumns(Exception):
@@ -45,6 +50,19 @@ def physical_names(schema_string: str, configuration: Mapping[str, str]) -> dict
         raise ConfigError(f"a lake table uses Delta column mapping mode '{mode}', which the engine does not "
                           f"write (its files carry no field ids): set the table property {MODE} to 'name'")
     return {f["name"]: str(f.get("metadata", {}).get(PHYSICAL_NAME, f["name"])) for f in fields}
+
+
+def needs_mapping(names: Sequence[str]) -> bool:
+    """Whether Delta can store columns named ``names`` only in a table with column mapping."""
+    return any(INVALID_CHARACTERS.intersection(name) for name in names)
+
+
+def creation_properties(names: Sequence[str]) -> dict[str, str]:
+    """The table properties a new table of columns ``names`` is created with: column mapping
+    (by name) when a name needs it, else none (the table stays readable by readers without the
+    ``columnMapping`` feature). Whatever ``defaults.table_features`` says: without mapping, Delta
+    cannot create the table at all."""
+    return {MODE: "name"} if needs_mapping(names) else {}
 
 
 def table_names(spark: SparkSession, path: str) -> dict[str, str] | None:

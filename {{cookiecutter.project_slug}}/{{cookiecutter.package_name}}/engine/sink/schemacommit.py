@@ -141,6 +141,10 @@ def needed_features(changes: Sequence[LakeChange]) -> set[str]:
     needs = set()
     if any(c.kind in (Kind.RENAME, Kind.DROP) for c in changes):
         needs.add(COLUMN_MAPPING)
+    # A column added (or renamed) under a name Delta stores only with column mapping.
+    if columnmap.needs_mapping([c.to or "" if c.kind is Kind.RENAME else c.column for c in changes
+                                if c.kind in (Kind.ADD, Kind.RENAME)]):
+        needs.add(COLUMN_MAPPING)
     if any(c.kind is Kind.CAST for c in changes):
         needs.add(TYPE_WIDENING_FEATURE)
     return needs

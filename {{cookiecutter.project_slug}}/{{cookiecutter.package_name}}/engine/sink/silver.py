@@ -57,7 +57,7 @@ from ..ops import Op
 from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
-from . import bronze, deltafiles, deltalog, dvmerge, evolve, history
+from . import bronze, columnmap, deltafiles, deltalog, dvmerge, evolve, history
 from .bronze import latest_per_key
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,8 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
             # Bronze's columns may have changed since silver was made (a DDL replayed by rebuilding).
             writer.mode("overwrite").option("overwriteSchema", "true").save(silver_path)
         else:
-            writer.option(DELETION_VECTORS, "true").mode("errorifexists").save(silver_path)
+            (writer.option(DELETION_VECTORS, "true").options(**columnmap.creation_properties(rows.columns))
+             .mode("errorifexists").save(silver_path))
     except (CapturedException, Py4JJavaError) as exc:
         if not bronze.is_commit_conflict(exc):
             raise
@@ -425,7 +426,8 @@ def _create(spark: SparkSession, path: str, rows: DataFrame, commit: Commit, *, 
     """Create silver with ``rows``; ``keep_files``: one file per input file (no shuffle)."""
     try:
         with _session_conf(spark, ONE_PARTITION_PER_FILE if keep_files else {}):
-            _writer(rows, commit).option(DELETION_VECTORS, "true").mode("errorifexists").save(path)
+            (_writer(rows, commit).option(DELETION_VECTORS, "true").options(**columnmap.creation_properties(rows.columns))
+             .mode("errorifexists").save(path))
     except (CapturedException, Py4JJavaError) as exc:
         # Another run created silver since we looked: a creation conflict, or "path exists".
         created_meanwhile = isinstance(exc, AnalysisException) and bronze.exists(spark, path)

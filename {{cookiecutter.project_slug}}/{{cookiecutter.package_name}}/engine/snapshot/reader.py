@@ -277,6 +277,9 @@ def snapshot_batch(
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     schema = bronze.bronze_schema(spark_schema(table))
+    if direct and columnmap.needs_mapping(schema.names):
+        # Delta names a mapped table's files' columns itself: the tasks need those names.
+        _create_table(spark, bronze_path, bronze.bronze_schema(described_schema(table)))
     bronze_names = _file_names(spark, bronze_path, schema.names) if direct else None
     silver_names = _file_names(spark, silver_path, silver_columns(table)) if seed else None  # type: ignore[arg-type]
     # A new bronze table is created while the tasks read: its first Delta operation costs the
@@ -383,8 +386,8 @@ def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
 
 def _file_names(spark: SparkSession, path: str, columns: Sequence[str]) -> dict[str, str]:
     """The names ``columns`` take in the files of the local table at ``path``: those it reads
-    them by (:mod:`columnmap`). A table not created yet will be created without column mapping,
-    so it reads each column by its own name: found without asking Delta, whose first call on a
+    them by (:mod:`columnmap`). A table not created yet will be created without column mapping
+    (one that needs it is created before), so it reads each column by its own name: found without asking Delta, whose first call on a
     new table would wait for the JVM to warm up (it does so while the tasks read instead)."""
     log_dir = Path(deltafiles.local_path(path)) / "_delta_log"
     if log_dir.is_dir() and deltafiles.newest_version(log_dir) is not None:
@@ -437,7 +440,10 @@ def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
     from delta.tables import DeltaTable
 
     try:
-        DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema)).execute()
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
+        for name, value in columnmap.creation_properties(schema.names).items():
+            builder = builder.property(name, value)
+        builder.execute()
     except (CapturedException, Py4JJavaError) as exc:
         # Another run is creating it at the same moment: a commit conflict, or (caught while its
         # first log file is being written) a folder that holds files but is no table yet. Once

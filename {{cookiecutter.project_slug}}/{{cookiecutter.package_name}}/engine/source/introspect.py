@@ -18,7 +18,7 @@ STRING_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "
 class ColumnInfo:
     name: str
     data_type: str  # lower case, e.g. "bigint", "varchar"
-    column_type: str  # full definition, e.g. "bigint(20) unsigned", "set('a','b')"
+    column_type: str  # full definition, e.g. "bigint(20) unsigned", "set('a','B')" (members as declared)
     nullable: bool
     precision: int | None = None
     scale: int | None = None
@@ -44,6 +44,13 @@ class ColumnInfo:
         """ENUM/SET members in definition order (the order SELECT uses for SET values)."""
         inner = self.column_type[self.column_type.index("(") + 1 : self.column_type.rindex(")")]
         return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", inner))
+
+
+def lower_outside_quotes(column_type: str) -> str:
+    """A COLUMN_TYPE in lower case, except its quoted ENUM/SET members: a member's case (and
+    its characters: Python lower-cases 'Ã' to 'ã') is what the binlog and SELECT give."""
+    parts = re.split(r"('(?:[^']|'')*')", column_type)
+    return "".join(part if part.startswith("'") else part.lower() for part in parts)
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ def describe_table(
         ColumnInfo(
             name=str(r[0]),
             data_type=str(r[1]).lower(),
-            column_type=str(r[2]).lower(),
+            column_type=lower_outside_quotes(str(r[2])),
             nullable=r[3] == "YES",
             precision=int(r[4]) if r[4] is not None else None,
             scale=int(r[5]) if r[5] is not None else None,

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from decimal import Context, Decimal
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from pymysqlreplication.constants import NONE_SOURCE
 from pyspark.sql import types as T
@@ -43,6 +43,8 @@ SPATIAL_TYPES = {
 SPARK_MAX_PRECISION = 38
 MAX_DECIMAL_DIGITS = 65 + 30  # MySQL's DECIMAL(65,30) at most, with room to spare
 SRID_BYTES = 4
+WKB_HEADER_BYTES = 5  # the byte-order byte and the 4-byte geometry type
+EWKB_SRID_FLAG = 0x20000000  # in an EWKB geometry type: an SRID follows the type
 # MariaDB's fixed-size string-like types: the binlog carries their raw bytes with trailing zero
 # bytes stripped, SELECT their text form.
 MARIADB_BINARY_TEXT = {"uuid": 16, "inet6": 16, "inet4": 4}
@@ -286,10 +288,23 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def _wkb(value: Any) -> bytes:
-    """Spatial values as standard WKB. Both paths give MySQL's internal form, a 4-byte SRID
-    (little-endian) followed by WKB; the SRID is dropped (it is the column's, when the column
-    declares one), so any WKB reader (Sedona, Shapely, GeoPandas) reads the value as is."""
-    return _as_bytes(value)[SRID_BYTES:]
+    """Spatial values as WKB that keeps the SRID. Both paths give MySQL's internal form, a 4-byte
+    SRID (little-endian) followed by standard WKB. SRID 0 (none) gives that standard WKB as is;
+    any other SRID gives EWKB (PostGIS's extended WKB: the geometry type with its SRID flag
+    ``0x20000000`` and the SRID after it), which GEOS/Shapely, JTS/Sedona and PostGIS read with
+    its SRID, so that SRID 4326 and SRID 0 never look alike in the lake."""
+    raw = _as_bytes(value)
+    srid, wkb = int.from_bytes(raw[:SRID_BYTES], "little"), raw[SRID_BYTES:]
+    return ewkb(wkb, srid)
+
+
+def ewkb(wkb: bytes, srid: int) -> bytes:
+    """``wkb`` (standard WKB) with ``srid`` written into it as EWKB; ``wkb`` itself for SRID 0."""
+    if not srid or len(wkb) < WKB_HEADER_BYTES:
+        return wkb
+    order: Literal["little", "big"] = "little" if wkb[0] == 1 else "big"  # the WKB's own (MySQL: little)
+    kind = int.from_bytes(wkb[1:WKB_HEADER_BYTES], order) | EWKB_SRID_FLAG
+    return wkb[:1] + kind.to_bytes(4, order) + srid.to_bytes(SRID_BYTES, order) + wkb[WKB_HEADER_BYTES:]
 
 
 def _uuid_text(raw: bytes) -> str:
