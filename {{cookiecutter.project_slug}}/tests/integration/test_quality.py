@@ -18,6 +18,7 @@ from {{ cookiecutter.package_name }}.engine.run.locks import table_locks
 from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
 from {{ cookiecutter.package_name }}.engine.run.results import RunStatus
 from {{ cookiecutter.package_name }}.engine.sink import deltalog
+from {{ cookiecutter.package_name }}.engine.source import embedded
 from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .browser import ensure_browser, rendered_dom
@@ -102,7 +103,7 @@ def test_a_value_changed_directly_in_silver_is_reported_with_its_key_and_range(s
         assert list(failed) == [VALUES_CHECK], failed  # the count and the keys are still right
         report = failed[VALUES_CHECK]
         assert all(f"{key}: other values" in report for key in keys), report
-        assert report.startswith("1 of ") and "FULL_REFRESH=1" in report, report
+        assert report.startswith("1 of ") and f"`make repair TABLE={result.table}`" in report, report
     customers = failed_values(checked[0])
     # 400 keys in buckets 400 wide: 1..399 in the first, less the key changed since the ingest.
     assert "customer_id 0..399 (398 rows in the source, 398 in silver)" in customers, customers
@@ -172,6 +173,22 @@ def test_a_table_missing_from_the_lake_fails_its_check_and_is_not_copied(spark, 
     assert check.expectation == ALIGNMENT_CHECK
     assert "not in the lake" in check.observed and "make ingest TABLE=products" in check.observed
     assert deltalog.newest_version(spark, config.table_path("bronze", "products")) < 0  # no snapshot
+
+
+def test_a_table_whose_silver_position_was_purged_fails_alone_and_names_its_re_snapshot(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name in ("customers", "products")]
+    Pipeline(config, spark, "run-1").ingest(specs[:1])
+    run_source_sql(mariadb, config.source.database, "FLUSH BINARY LOGS;")
+    Pipeline(config, spark, "run-2").ingest(specs[1:])  # products' position: in the new file
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        cur.execute("PURGE BINARY LOGS TO %s", (cur.fetchone()[0],))  # customers' file is gone
+    customers, products = run_checks(config, spark, specs)
+    assert products.success, [c for c in products.checks if not c.success]
+    (check,) = customers.checks
+    assert check.expectation == ALIGNMENT_CHECK and not check.success
+    assert check.observed.startswith("table customers: silver's binlog position "), check.observed
+    assert check.observed.endswith("re-snapshot the table with `make ingest TABLE=customers FULL_REFRESH=1`")
 
 
 def test_a_second_run_leaves_the_gx_files_as_they_were(spark, config, mariadb):

@@ -15,6 +15,7 @@ from {{ cookiecutter.package_name }}.engine.quality.uniqueness import (
     collision_message,
     collisions_of,
     key_columns,
+    unused_name,
 )
 from {{ cookiecutter.package_name }}.engine.source.introspect import ColumnInfo, TableSchema
 
@@ -99,6 +100,18 @@ def test_only_string_key_columns_whose_collation_equates_other_bytes_are_compare
     # A transform that made the key a number in silver: nothing to compare by collation.
     numbers = T.StructType([f if f.name != "sku" else T.StructField("sku", T.LongType()) for f in frame.fields])
     assert key_columns(schema, numbers)[1].rule is None
+
+
+def test_a_class_column_never_takes_the_name_of_a_column_of_silver():
+    sku = ColumnInfo("sku", "varchar", "varchar(9)", False, collation="utf8mb4_general_ci", charset="utf8mb4")
+    schema = TableSchema("db", "t", (sku,), ("sku",))
+    # Spark compares names case-insensitively: a column spelled in other case is taken too.
+    frame = T.StructType([T.StructField("sku", T.StringType()),
+                          T.StructField("SKU in utf8mb4_general_ci", T.LongType()),
+                          T.StructField("sku in utf8mb4_general_ci (2)", T.LongType())])
+    (column,) = key_columns(schema, frame)
+    assert column.checked == "sku in utf8mb4_general_ci (3)"
+    assert unused_name("_s0", ["a", "b"]) == "_s0" and unused_name("_s0", ["_S0"]) == "_s0 (2)"
 
 
 def test_the_source_decides_which_candidates_are_one_key():

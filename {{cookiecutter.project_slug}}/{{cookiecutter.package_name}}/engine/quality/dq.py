@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import pymysql
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -40,7 +41,7 @@ from ..cdc.binlog import BinlogSource, RowChange, Transaction
 from ..config.project import Layer, ProjectConfig
 from ..errors import DataQualityError, IngestError
 from ..sink import deltalog, history
-from ..source.connection import connection, qualified, query, start_consistent_snapshot
+from ..source.connection import binlog_sizes, connection, qualified, query, start_consistent_snapshot
 from ..source.introspect import TableSchema, describe_table
 from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
@@ -251,6 +252,9 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
     tables: dict[str, Compared | NotComparable] = {}
     with connection(config.source) as conn:
         position = start_consistent_snapshot(conn)
+        tables.update(purged_positions(conn, states))
+        specs = [s for s in specs if s.name not in tables]
+        states = {name: state for name, state in states.items() if name not in tables}
         schemas = {s.name: describe_table(conn, database, s.source_table, s.key) for s in specs}
         rows = {s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
                 for s in specs}
@@ -274,6 +278,21 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
             tables[spec.name] = Compared(schema, rows[spec.name], expected, values)
         conn.commit()
     return SourceComparison(position, tables)
+
+
+def purged_positions(conn: Any, states: Mapping[str, SilverState]) -> dict[str, NotComparable]:
+    """The tables whose silver position lies in a binlog file the source no longer has: their
+    changes since can be neither counted nor caught up, so each fails alone, naming its fix, and
+    the binlog is read for the others only."""
+    try:
+        files = binlog_sizes(conn)
+    except pymysql.err.MySQLError:
+        return {}  # no privilege to list them: the binlog reader reports a purged position itself
+    return {name: NotComparable(
+        f"table {name}: silver's binlog position {state.position} is no longer on the source (its binlog "
+        f"files begin at {min(files, default='none')}), so the changes since can be neither compared nor "
+        f"ingested; re-snapshot the table with `make ingest TABLE={name} FULL_REFRESH=1`", table=name)
+        for name, state in states.items() if state.position.file not in files}
 
 
 def _reconciled(conn: Any, spark: SparkSession, side: SourceSide, silver: DataFrame,

@@ -15,7 +15,8 @@ therefore spell every value the same way before hashing it, which is what this m
 
 The canonical bytes are those silver stores (see ``source.typemap``): the SQL side re-spells the
 source's value in silver's form, e.g. a TIMESTAMP as UTC microseconds, a zero DATE as NULL, a
-spatial value as WKB, EWKB when it has an SRID, a TIME with its fraction only when there is one.
+spatial value as WKB, EWKB when it has an SRID, a TIME with its fraction only when there is one,
+a ZEROFILL number without its padding.
 
 FLOAT and DOUBLE are not printed: MariaDB and Java print doubles differently (``1e20`` against
 ``1.0E20``), and no SQL function exposes their bits. Both sides instead compute the value's exact
@@ -109,8 +110,12 @@ def _sql_digest(name: str, canonical: str) -> str:
 def _sql_text(col: ColumnInfo, name: str) -> str:
     """The column as the text silver's value casts to (see :func:`_spark_text`)."""
     kind = col.data_type
-    if kind in INTEGER_TYPES or kind == "decimal":
-        return f"CAST({name} AS CHAR)"
+    # Cast to the column's own type first: a ZEROFILL column's CAST AS CHAR keeps the padding
+    # ('005', '0012.5000'), which silver's number never has.
+    if kind in INTEGER_TYPES:
+        return f"CAST(CAST({name} AS {'UNSIGNED' if col.unsigned else 'SIGNED'}) AS CHAR)"
+    if kind == "decimal":
+        return f"CAST(CAST({name} AS DECIMAL({col.precision or 10}, {col.scale or 0})) AS CHAR)"
     if kind == "year":
         return f"CAST({name} + 0 AS CHAR)"  # YEAR 0000 is 0 in silver
     if kind == "date":

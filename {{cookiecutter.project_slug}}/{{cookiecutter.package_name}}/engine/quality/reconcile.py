@@ -233,7 +233,7 @@ class Reconciliation:
         more = len(self.differences) - DRILLED_BUCKETS
         return (f"{len(self.differences)} of {self.buckets} key buckets differ from the source: {shown}"
                 + (f"; and {more} more buckets" if more > 0 else "") + tail
-                + f"; re-snapshot the table to repair it (`make ingest TABLE={table} FULL_REFRESH=1`)")
+                + f"; re-read the differing rows with `make repair TABLE={table}`")
 
 
 # --- the source side (inside the caller's read view) --------------------------------------
@@ -256,10 +256,19 @@ def source_side(conn: pymysql.connections.Connection, schema: TableSchema, rows:
         first = quote_ident(schema.key[0])
         low, high = query(conn, f"SELECT MIN({first}), MAX({first}) FROM {table}")[0]
     bucketing = plan_bucketing(schema.key_columns, rows, low, high)
-    sums = {int(b): (int(n), int(x)) for b, n, x in query(
-        conn, f"SELECT {bucketing.sql()} AS b, COUNT(*), BIT_XOR({sql_row_hash(schema.columns)}) "
-              f"FROM {table} GROUP BY b")}
+    sums = {int(b): (int(n), int(x)) for b, n, x in query(conn, bucket_sums_sql(schema, bucketing))}
     return SourceSide(schema, bucketing, sums)
+
+
+def bucket_sums_sql(schema: TableSchema, bucketing: Bucketing) -> str:
+    """Each bucket's row count and XOR of fingerprints, in the source.
+
+    Grouped by the bucket expression itself, never by an alias: MySQL and MariaDB resolve a
+    ``GROUP BY`` name to a column of the table before an alias of the select list, so ``AS b
+    ... GROUP BY b`` groups by a column named ``b`` where the table has one."""
+    bucket = bucketing.sql()
+    return (f"SELECT {bucket}, COUNT(*), BIT_XOR({sql_row_hash(schema.columns)}) "
+            f"FROM {qualified(schema.schema, schema.table)} GROUP BY {bucket}")
 
 
 def source_rows_of(conn: pymysql.connections.Connection, side: SourceSide,
@@ -311,6 +320,7 @@ def without_keys(spark: SparkSession, silver: DataFrame, schema: TableSchema, ke
 
 
 def silver_sums(silver: DataFrame, schema: TableSchema, bucketing: Bucketing) -> Sums:
+    # The select keeps only its own two columns: "b" and "h" cannot meet a column of silver.
     rows = (silver.select(bucketing.spark().alias("b"), spark_row_hash(schema.columns).alias("h"))
             .groupBy("b").agg(F.count(F.lit(1)).alias("n"), F.bit_xor("h").alias("x")).collect())
     return {int(r["b"]): (int(r["n"]), int(r["x"])) for r in rows}
@@ -324,9 +334,12 @@ def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucke
         return found
     key_cols = [F.unix_micros(F.col(quote_ident(c.name))) if isinstance(spark_type(c), T.TimestampType)
                 else F.col(quote_ident(c.name)) for c in schema.key_columns]
-    rows = (silver.select(bucketing.spark().alias("b"), _spark_key_id(schema.key_columns).alias("k"),
-                          spark_row_hash(schema.columns).alias("h"), *key_cols)
-            .where(F.col("b").isin(list(buckets))).collect())
+    # Filtered on the expression before the select, and read by position: the key columns
+    # keep their own names, so no alias of ours may sit beside them (a key named "b" would).
+    bucket_of = bucketing.spark()
+    rows = (silver.where(bucket_of.isin(list(buckets)))
+            .select(bucket_of, _spark_key_id(schema.key_columns), spark_row_hash(schema.columns), *key_cols)
+            .collect())
     for r in rows:
         values = tuple(_as_stored(c, v) for c, v in zip(schema.key_columns, r[3:], strict=True))
         bucket, key_id = found[int(r[0])], str(r[1])

@@ -45,11 +45,14 @@ class KeyColumn:
 
     name: str
     rule: CollationRule | None = None
+    class_name: str | None = None  # the class column's name where the usual one is silver's own
 
     @property
     def checked(self) -> str:
         """The column the uniqueness expectation reads: the key itself, or its class column."""
-        return self.name if self.rule is None else f"{self.name} in {self.rule.collation}"
+        if self.rule is None:
+            return self.name
+        return self.class_name or f"{self.name} in {self.rule.collation}"
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,30 @@ def key_columns(schema: TableSchema, frame_schema: T.StructType) -> tuple[KeyCol
     """The key columns of ``schema``, each with its collation's rule when that collation
     equates spellings that differ in bytes and silver holds the column as a string."""
     strings = {f.name for f in frame_schema.fields if isinstance(f.dataType, T.StringType)}
+    taken = list(frame_schema.fieldNames())
     columns = []
     for info in schema.key_columns:
         rule = collation_rule(info.collation, info.charset) if info.collation else None
         keep = rule is not None and not rule.exact and info.is_collated_string and info.name in strings
-        columns.append(KeyColumn(info.name, rule if keep else None))
+        column = KeyColumn(info.name, rule if keep else None)
+        if column.rule is not None:
+            # Added beside silver's columns: never one of their names (a column may be called
+            # "sku in utf8mb4_general_ci").
+            column = KeyColumn(info.name, column.rule, unused_name(column.checked, taken))
+            taken.append(column.checked)
+        columns.append(column)
     return tuple(columns)
+
+
+def unused_name(wanted: str, taken: Iterable[str]) -> str:
+    """``wanted``, or ``wanted`` with the first free suffix `` (2)``, `` (3)``..., so that it is
+    none of ``taken`` as Spark compares names (case-insensitively)."""
+    used = {name.casefold() for name in taken}
+    name, n = wanted, 1
+    while name.casefold() in used:
+        n += 1
+        name = f"{wanted} ({n})"
+    return name
 
 
 def key_uniqueness(frame: DataFrame, schema: TableSchema, source: SourceProfile) -> KeyUniqueness:
@@ -219,16 +240,22 @@ def class_frame(frame: DataFrame, columns: Sequence[KeyColumn], classes: Mapping
     collated = [(i, c) for i, c in enumerate(columns) if c.rule is not None]
     if not classes:
         return frame.select("*", *[F.col(quote_ident(c.name)).alias(c.checked) for _, c in collated])
+    # The mapping's columns are joined beside silver's: names none of silver's can be.
+    taken = [*frame.columns, *(c.checked for _, c in collated)]
+    spellings = [unused_name(f"_s{i}", taken) for i in range(len(columns))]
+    firsts = {i: unused_name(f"_c{i}", taken) for i, _ in collated}
     schema = T.StructType(
-        [T.StructField(f"_s{i}", frame.schema[c.name].dataType) for i, c in enumerate(columns)]
-        + [T.StructField(f"_c{i}", T.StringType()) for i, _ in collated])
+        [T.StructField(spellings[i], frame.schema[c.name].dataType) for i, c in enumerate(columns)]
+        + [T.StructField(firsts[i], T.StringType()) for i, _ in collated])
     rows = [(*spelling, *[first[i] for i, _ in collated]) for spelling, first in classes.items()]
     mapping = frame.sparkSession.createDataFrame(rows, schema)
-    on = reduce(lambda a, b: a & b, [frame[quote_ident(c.name)] == mapping[f"_s{i}"] for i, c in enumerate(columns)])
+    on = reduce(lambda a, b: a & b,
+                [frame[quote_ident(c.name)] == mapping[quote_ident(spellings[i])] for i, c in enumerate(columns)])
     joined = frame.join(F.broadcast(mapping), on, "left")
     return joined.select(
         *[frame[quote_ident(n)] for n in frame.columns],
-        *[F.coalesce(mapping[f"_c{i}"], frame[quote_ident(c.name)]).alias(c.checked) for i, c in collated],
+        *[F.coalesce(mapping[quote_ident(firsts[i])], frame[quote_ident(c.name)]).alias(c.checked)
+          for i, c in collated],
     )
 
 
