@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from acme_lakehouse.engine.quality.dq import run_checks
-from acme_lakehouse.engine.run.pipeline import Pipeline
-from acme_lakehouse.engine.sink import deltalog
-from acme_lakehouse.engine.tables import TableSpec
+from {{ cookiecutter.package_name }}.engine.quality.dq import run_checks
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.sink import deltalog
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_exact_source, run_source_sql
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from acme_lakehouse.engine.run.pipeline import Pipeline
-from acme_lakehouse.engine.source import embedded
-from acme_lakehouse.engine.tables import TableSpec
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.source import embedded
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_exact_source, silver_rows_by_key
 

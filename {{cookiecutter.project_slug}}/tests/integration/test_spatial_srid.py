@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from acme_lakehouse.engine.quality.dq import VALUES_CHECK, run_checks
-from acme_lakehouse.engine.run.pipeline import Pipeline
-from acme_lakehouse.engine.tables import TableSpec
+from {{ cookiecutter.package_name }}.engine.quality.dq import VALUES_CHECK, run_checks
+from {{ cookiecutter.package_name }}.engine.run.pipeline import Pipeline
+from {{ cookiecutter.package_name }}.engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_exact_source, run_source_sql, silver_rows_by_key
 

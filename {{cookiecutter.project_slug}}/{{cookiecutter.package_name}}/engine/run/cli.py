@@ -91,7 +91,9 @@ def build_parser(prog: str, package: str | None = None) -> argparse.ArgumentPars
         return sub
 
     ingest = selectable("ingest", "snapshot new tables, catch up on the binlog, merge silver")
-    ingest.add_argument("--full-refresh", action="store_true", help="snapshot again: bronze starts anew, silver is replaced in one commit once every chunk is read")
+    ingest.add_argument("--full-refresh", action="store_true",
+                        help="snapshot again: bronze starts anew, silver is replaced in one commit once "
+                             "every chunk is read")
     follow = selectable("follow", "ingest cycles back to back until stopped (Ctrl-C or SIGTERM ends the "
                                   "current cycle, then exits)")
     follow.add_argument("--interval", type=_seconds, default=DEFAULTS.follow_interval_s, metavar="SECONDS",

@@ -41,6 +41,7 @@ from ..sink.layout import apply_layout
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.window import LowWatermarks, Window, resolve
+from ..source.cascades import CascadeCheck
 from ..source.connection import (
     check_on_source,
     connect,
@@ -48,7 +49,6 @@ from ..source.connection import (
     gtid_position_at,
     reports_snapshot_positions,
 )
-from ..source.cascades import CascadeCheck
 from ..source.introspect import TableSchema, describe_table
 from ..source.preflight import run_preflight
 from ..source.typemap import described_column, described_schema, spark_schema, spark_type

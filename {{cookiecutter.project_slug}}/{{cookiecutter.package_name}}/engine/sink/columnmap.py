@@ -12,9 +12,9 @@ there before the upgrade, is written under its own name; only columns added or r
 differ. The exception is a table with a column name that Delta refuses without mapping (a space
 or one of ``,;{}()=``, newline, tab: Parquet's naming rules): it is created with mapping
 (:func:`creation_properties`), so Delta gives every column a physical name of its own, which
-writers read from the table once it exists. Whatever the writer assumed is checked against the committing transaction's schema
-(:func:`deltafiles.append_files`), so a file is never committed under names the table does not
-read.
+writers read from the table once it exists. Whatever the writer assumed is checked against the
+committing transaction's schema (:func:`deltafiles.append_files`), so a file is never committed
+under names the table does not read.
 """
 
 from __future__ import annotations

@@ -426,8 +426,8 @@ def _create(spark: SparkSession, path: str, rows: DataFrame, commit: Commit, *, 
     """Create silver with ``rows``; ``keep_files``: one file per input file (no shuffle)."""
     try:
         with _session_conf(spark, ONE_PARTITION_PER_FILE if keep_files else {}):
-            (_writer(rows, commit).option(DELETION_VECTORS, "true").options(**columnmap.creation_properties(rows.columns))
-             .mode("errorifexists").save(path))
+            (_writer(rows, commit).option(DELETION_VECTORS, "true")
+             .options(**columnmap.creation_properties(rows.columns)).mode("errorifexists").save(path))
     except (CapturedException, Py4JJavaError) as exc:
         # Another run created silver since we looked: a creation conflict, or "path exists".
         created_meanwhile = isinstance(exc, AnalysisException) and bronze.exists(spark, path)

@@ -387,8 +387,9 @@ def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
 def _file_names(spark: SparkSession, path: str, columns: Sequence[str]) -> dict[str, str]:
     """The names ``columns`` take in the files of the local table at ``path``: those it reads
     them by (:mod:`columnmap`). A table not created yet will be created without column mapping
-    (one that needs it is created before), so it reads each column by its own name: found without asking Delta, whose first call on a
-    new table would wait for the JVM to warm up (it does so while the tasks read instead)."""
+    (one that needs it is created before), so it reads each column by its own name: found
+    without asking Delta, whose first call on a new table would wait for the JVM to warm up (it
+    does so while the tasks read instead)."""
     log_dir = Path(deltafiles.local_path(path)) / "_delta_log"
     if log_dir.is_dir() and deltafiles.newest_version(log_dir) is not None:
         found = columnmap.table_names(spark, path)
