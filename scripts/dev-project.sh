@@ -4,6 +4,9 @@
 # checkout's, so an engine edit is live in the project at once. Run it again after editing a
 # rendered file (tests, Makefile, table modules): it renders them anew and keeps the link.
 # Then: cd OUT/acme-lakehouse && ../../../.venv/bin/python -m pytest tests/unit -q
+# ruff does not follow the link: lint the engine in a project generated without it, as `make
+# test` does (e.g. `cookiecutter --no-input . -o /tmp/x project_name="Template Check"`, whose
+# other package name also catches a test that imports acme_lakehouse instead of the rendered name).
 set -euo pipefail
 TEMPLATE="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$(mkdir -p "${1:-$TEMPLATE/build/dev}" && cd "${1:-$TEMPLATE/build/dev}" && pwd)"
