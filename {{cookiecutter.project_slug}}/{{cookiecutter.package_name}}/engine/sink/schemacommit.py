@@ -141,13 +141,17 @@ def needed_features(changes: Sequence[LakeChange]) -> set[str]:
     needs = set()
     if any(c.kind in (Kind.RENAME, Kind.DROP) for c in changes):
         needs.add(COLUMN_MAPPING)
-    # A column added (or renamed) under a name Delta stores only with column mapping.
-    if columnmap.needs_mapping([c.to or "" if c.kind is Kind.RENAME else c.column for c in changes
-                                if c.kind in (Kind.ADD, Kind.RENAME)]):
-        needs.add(COLUMN_MAPPING)
+    needs |= _unavoidable(changes)  # a column added (or renamed) under a name only mapping stores
     if any(c.kind is Kind.CAST for c in changes):
         needs.add(TYPE_WIDENING_FEATURE)
     return needs
+
+
+def _unavoidable(changes: Sequence[LakeChange]) -> set[str]:
+    """Features ``changes`` need whatever the project allows: a column named as Delta stores only
+    under column mapping cannot be written otherwise, not even by a rewrite."""
+    named = [c.to or "" if c.kind is Kind.RENAME else c.column for c in changes if c.kind in (Kind.ADD, Kind.RENAME)]
+    return {COLUMN_MAPPING} if columnmap.needs_mapping(named) else set()
 
 
 def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: Sequence[str], *,
@@ -165,7 +169,7 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
     missing = sorted(name for name in needed_features(changes)
                      if properties.get(FEATURES[name].prop, FEATURES[name].unset) != FEATURES[name].on)
     if missing:
-        if not set(missing) <= set(features):
+        if not set(missing) <= set(features) | _unavoidable(changes):
             return False
         settings = ", ".join(f"'{FEATURES[n].prop}' = '{FEATURES[n].on}'" for n in missing)
         spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({settings})")
