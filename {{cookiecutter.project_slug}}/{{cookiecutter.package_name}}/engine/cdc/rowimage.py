@@ -145,9 +145,10 @@ def _reader(column: Any, errors: str) -> Read | None:
     if kind == FIELD_TYPE.DOUBLE:
         return partial(_fixed, _DOUBLE)
     if kind in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING):
-        return partial(_string, 2 if column.max_length > 255 else 1, _codec(column.character_set_name), errors)
+        encoding = charsets.python_encoding(column.character_set_name)
+        return partial(_string, 2 if column.max_length > 255 else 1, encoding, errors)
     if kind == FIELD_TYPE.BLOB and column.length_size in (1, 2, 3, 4):
-        return partial(_string, column.length_size, _codec(column.character_set_name), errors)
+        return partial(_string, column.length_size, charsets.python_encoding(column.character_set_name), errors)
     if kind == FIELD_TYPE.NEWDECIMAL:
         return partial(_decimal, *_decimal_layout(column.precision, column.decimals))
     if kind == FIELD_TYPE.DATE:
@@ -174,13 +175,6 @@ def _int24(unsigned: bool, data: bytes, pos: int) -> tuple[int, int]:
     if end > len(data):
         raise IndexError("a 3-byte integer past the event's end")
     return int.from_bytes(data[pos:end], "little", signed=not unsigned), end
-
-
-def _codec(name: str | None) -> str | None:
-    """The Python codec of a charset as the library names it, decoding as the server does
-    (:func:`charsets.python_encoding`: ``latin1`` is the server's cp1252); None: no codec by
-    that name, the value stays bytes."""
-    return charsets.python_encoding(name)
 
 
 def _string(length_bytes: int, encoding: str | None, errors: str, data: bytes, pos: int) -> tuple[Any, int]:

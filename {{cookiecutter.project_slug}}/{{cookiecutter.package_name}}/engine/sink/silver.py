@@ -192,7 +192,8 @@ def apply(
     saved = marker(spark, silver_path)
     done = int(saved.get("bronze_batch", -1))
     lineage = _lineage(spark, bronze_path, upto_batch, done)
-    if deltalog.newest_version(spark, silver_path) >= 0:
+    exists = deltalog.newest_version(spark, silver_path) >= 0  # a rebuild returns; nothing else creates it
+    if exists:
         lineage.check(saved, name)
         if lineage.generation not in (None, int(saved.get("generation", 0))):
             # A full refresh replaced bronze's rows: silver keeps the state before it until every
@@ -207,7 +208,7 @@ def apply(
                            table=name, scd_type=scd_type) - done
     if done >= upto_batch:
         return 0
-    if deltalog.newest_version(spark, silver_path) >= 0:
+    if exists:
         replay = pending_schema_changes(spark, bronze_path, silver_path, upto_batch)
         if replay and (scd_type != 1 or transform is not None):
             # A transform's or history's columns follow from bronze's only through their code:
@@ -227,7 +228,7 @@ def apply(
     if scd_type == 2:
         _apply_history(spark, silver_path, changes, key, transform, commit)
         return upto_batch - done
-    if deltalog.newest_version(spark, silver_path) < 0:
+    if not exists:
         snapshot_only = (changes.where(F.col("_op") != Op.READ.value).isEmpty()  # Parquet statistics answer
                          and not bronze.repaired_after(spark, bronze_path, done))
         rows = changes if snapshot_only else latest_per_key(changes, key)
