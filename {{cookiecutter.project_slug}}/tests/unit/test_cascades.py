@@ -77,9 +77,10 @@ def test_the_refusal_is_one_line_naming_table_constraint_parent_and_fix():
     error = refusal("order_items", cascades_from_rows("shop", "order_items", KEYS, RULES))
     assert str(error) == (
         "table order_items: foreign key fk_items_order ON DELETE CASCADE from orders (and 2 more such foreign "
-        "key(s)): the binlog does not carry cascaded changes, so silver would keep deleted rows; drop the cascade "
+        "key(s)): the binlog does not carry cascaded changes, so silver would keep deleted rows; set "
+        "on_cascade='apply' in its table module to derive them from the parent's changes, or drop the cascade "
         "on the source (then re-snapshot with `make ingest TABLE=order_items FULL_REFRESH=1` if it may have fired "
-        "since the table was first ingested), or set on_cascade='ignore' in its table module to accept stale rows"
+        "since the table was first ingested), or set on_cascade='ignore' to accept stale rows"
     )
     assert (error.category, error.table, error.setting) == ("configuration", "order_items", "on_cascade")
     assert "\n" not in str(error)
@@ -91,14 +92,13 @@ def test_on_cascade_defaults_to_refuse_and_takes_ignore_as_text():
 
 
 def test_a_misspelt_on_cascade_is_refused_naming_the_table():
-    with pytest.raises(ConfigError, match=r"table 't': on_cascade is 'ignored'; use one of 'refuse', 'ignore'"):
+    expected = r"table 't': on_cascade is 'ignored'; use one of 'refuse', 'ignore', 'apply'$"
+    with pytest.raises(ConfigError, match=expected):
         TableSpec("t", "t", on_cascade="ignored")
 
 
-def test_on_cascade_apply_is_refused_as_not_available_rather_than_accepted():
-    with pytest.raises(ConfigError, match=r"on_cascade='apply' is not available") as refused:
-        TableSpec("t", "t", on_cascade="apply")
-    assert refused.value.setting == "on_cascade"
+def test_on_cascade_apply_is_a_policy_of_its_own():
+    assert TableSpec("t", "t", on_cascade="apply").on_cascade is CascadePolicy.APPLY
 
 
 def test_scaffolded_modules_set_on_cascade_and_list_the_cascading_foreign_keys():

@@ -25,6 +25,7 @@ class CascadePolicy(Mode):
 
     REFUSE = "refuse"  # stop the table, naming the foreign key and the fix
     IGNORE = "ignore"  # ingest it with a warning each run: silver keeps what the cascade changes
+    APPLY = "apply"  # derive the cascaded changes from the parent's, at its position (cdc.cascading)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,9 @@ class TableSpec:
     on_schema_change: SchemaPolicy | str = SchemaPolicy.EVOLVE
     # A foreign key of this table with ON DELETE/UPDATE CASCADE or SET NULL (checked every run):
     # the binlog does not carry the rows it changes. "refuse" stops the table; "ignore" ingests
-    # it with a warning, silver keeping the rows and values the cascade deleted or changed.
+    # it with a warning, silver keeping the rows and values the cascade deleted or changed;
+    # "apply" derives the cascade's deletes and updates from the parent's changes (one level,
+    # same database, keys compared without a collation: see cdc/cascading.py).
     on_cascade: CascadePolicy | str = CascadePolicy.REFUSE
     # Applied to each deduplicated batch before the silver MERGE; must keep the key columns.
     transform: Callable[[Any], Any] | None = None
@@ -90,10 +93,6 @@ class TableSpec:
             object.__setattr__(self, "delivery", delivery)
         object.__setattr__(self, "on_schema_change", SchemaPolicy.parse(
             self.on_schema_change, f"{where}: on_schema_change", "on_schema_change", self.name))
-        if str(self.on_cascade) == "apply":
-            raise ConfigError(f"{where}: on_cascade='apply' is not available: the engine does not derive cascaded "
-                              "changes yet; use 'refuse' or 'ignore', or drop the cascade on the source",
-                              table=self.name, setting="on_cascade")
         object.__setattr__(self, "on_cascade", CascadePolicy.parse(
             self.on_cascade, f"{where}: on_cascade", "on_cascade", self.name))
         startup = Startup.parse(self.startup, f"{where}: startup", "startup", self.name)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,8 @@ from . import charsets, rowimage
 PURGED_OR_MISSING = 1236
 # MariaDB GTID event flag: the event group is one statement without COMMIT/XID (DDL).
 GTID_STANDALONE = 1
+# Rows event flag: the writing session had foreign_key_checks=0, so InnoDB cascaded nothing.
+NO_FOREIGN_KEY_CHECKS = 0x0002
 # The dump thread writes to us while we are busy writing to the lake: never let the server give
 # up on a slow reader (its default net_write_timeout is 60 s).
 NET_WRITE_TIMEOUT_S = 3600
@@ -63,6 +65,19 @@ class RowChange:
     position: BinlogPosition  # end of the rows event
     row_index: int  # from 1 within the event
     timestamp: int
+
+
+@dataclass(frozen=True)
+class ParentChange:
+    """A delete or update of a row of a foreign key's parent table, as InnoDB saw it: the rows
+    it cascades into a child are not in the binlog (see ``source.cascades``)."""
+
+    table: str
+    before: dict[str, Any]
+    after: dict[str, Any] | None  # None: the row was deleted
+    position: BinlogPosition  # end of the rows event
+    timestamp: int
+    checked: bool  # the session checked foreign keys: InnoDB cascaded (foreign_key_checks=0 does not)
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,7 @@ class Transaction:
     problems: tuple[TableProblem, ...] = ()
     gtid: str | None = None
     timestamp: int | None = None  # when the binlog dates it (whole seconds): its GTID event's, else its commit's
+    parent_changes: tuple[ParentChange, ...] = ()  # of the ``parents`` the source was asked for
 
 
 class UnknownTableIdError(FatalError):
@@ -123,10 +139,12 @@ class _Pending:
     gtid: str | None = None
     standalone: bool = False
     timestamp: int | None = None
+    parent_changes: list[ParentChange] = field(default_factory=list)
 
     def close(self, end: BinlogPosition, timestamp: int) -> Transaction:
         return Transaction(tuple(self.changes), end, tuple(self.schema_changes), tuple(self.problems),
-                           self.gtid, self.timestamp if self.timestamp is not None else timestamp)
+                           self.gtid, self.timestamp if self.timestamp is not None else timestamp,
+                           tuple(self.parent_changes))
 
 
 class BinlogSource:
@@ -141,8 +159,11 @@ class BinlogSource:
         *,
         read_timeout: float = 60.0,
         fast_decode: bool = True,
+        parents: Collection[str] = (),
     ):
-        """``keys`` maps each table to read to its key columns. ``read_timeout`` bounds every
+        """``keys`` maps each table to read to its key columns. ``parents``: tables whose deletes
+        and updates are also reported as ``ParentChange`` (the parents of cascades a captured
+        table applies; captured themselves or not). ``read_timeout`` bounds every
         socket read, so a server that stops answering fails the read instead of hanging it.
         ``fast_decode``: row images of common column types are decoded by :mod:`.rowimage`
         (False: all by python-mysql-replication, which tests compare it with)."""
@@ -150,7 +171,9 @@ class BinlogSource:
         self._server_id = server_id
         self._schema = schema
         self._keys = {t: tuple(k) for t, k in keys.items()}
-        self._watched: tuple[TableName, ...] = tuple((schema, t) for t in self._keys)
+        self._parents = frozenset(parents)
+        # A statement-logged change of a parent hides its cascade as much as a captured table's rows.
+        self._watched: tuple[TableName, ...] = tuple((schema, t) for t in sorted({*self._keys, *self._parents}))
         self._read_timeout = read_timeout
         self._fast_decode = fast_decode
         # The end of the last event the latest read got, handed over or not (a read stops early
@@ -162,7 +185,7 @@ class BinlogSource:
         """What a read of this source depends on: equal identities read the same rows."""
         p = self._profile
         return (p.host, p.port, p.user, self._server_id, self._schema, tuple(sorted(self._keys.items())),
-                self._read_timeout)
+                tuple(sorted(self._parents)), self._read_timeout)
 
     def transactions(self, start: BinlogPosition,
                      stop: BinlogPosition | None) -> Generator[Transaction, None, None]:
@@ -279,7 +302,8 @@ class BinlogSource:
 
     def _rows(self, event: Any, end: BinlogPosition, tx: _Pending) -> None:
         table = event.table
-        if event.schema != self._schema or table not in self._keys:
+        parent = table in self._parents
+        if event.schema != self._schema or (table not in self._keys and not parent):
             return  # not captured: never decoded
         bitmaps = [event.columns_present_bitmap]
         if isinstance(event, UpdateRowsEvent):
@@ -296,6 +320,13 @@ class BinlogSource:
             return
         images = _library_images(event) if decoded is None else decoded
         ts = int(event.timestamp)
+        if parent and not isinstance(event, WriteRowsEvent):
+            checked = not event.flags & NO_FOREIGN_KEY_CHECKS
+            pairs = zip(images[0::2], images[1::2], strict=True) if isinstance(event, UpdateRowsEvent) \
+                else ((values, None) for values in images)
+            tx.parent_changes.extend(ParentChange(table, before, after, end, ts, checked) for before, after in pairs)
+        if table not in self._keys:
+            return
         index = 0
         if isinstance(event, UpdateRowsEvent):
             key = self._keys[table]

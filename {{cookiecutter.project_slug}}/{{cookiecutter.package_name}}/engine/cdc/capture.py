@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,18 +27,21 @@ from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig, SchemaPolicy
 from ..errors import TABLE, FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
+from ..ops import Op
 from ..run import failures
 from ..sink import bronze, evolve, history
 from ..sink.silver import HELD_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys, selected_key
 from ..source import ddl as ddl_text
+from ..source.cascades import Cascade
 from ..source.connection import binlog_sizes, gtid_position_at, query
 from ..source.introspect import TableSchema, describe_table
-from ..source.typemap import described_schema, row_converter, spark_schema
+from ..source.typemap import binlog_converter, described_schema, row_converter, spark_schema
 from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, after_transaction, bytes_behind, sequence
-from ..tables import TableSpec
+from ..tables import CascadePolicy, TableSpec
+from . import cascading
 from .binlog import BinlogSource, RowChange, SchemaChange, Transaction, transactions_through
 from .evolution import plan
 from .feed import BinlogFeed
@@ -83,8 +87,14 @@ class TableCapture:
     recent: dict[int, pa.Table] = field(default_factory=dict)
     # on_schema_change='ignore': rows are cut to the lake's columns (missing: NULL).
     project: bool = False
+    # on_cascade='apply': the foreign keys whose cascades it derives, and the parent changes of
+    # the rows buffered that cascade into it (resolved when they are committed: ``cascading``).
+    cascades: tuple[Cascade, ...] = ()
+    pending: list[cascading.Pending] = field(default_factory=list)
 
 
+# A DDL that may add, drop or change a foreign key.
+FOREIGN_KEY_DDL = re.compile(r"\b(FOREIGN\s+KEY|REFERENCES|DROP\s+CONSTRAINT)\b", re.IGNORECASE)
 # Columns of the lake's own, which a source column must never take (nor overwrite in a rewrite).
 LAKE_COLUMNS = frozenset({*bronze.META_COLUMNS, *history.CHANGE_META, *history.HISTORY_META, "_rank", "_at"})
 
@@ -114,7 +124,7 @@ def resume_position(checkpoint: Checkpoint) -> BinlogPosition | None:
 
 def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: TableSchema,
                 checkpoint: Checkpoint, delivery: Delivery, *, read_to: BinlogPosition | None = None,
-                hold_idle: bool = False) -> TableCapture:
+                hold_idle: bool = False, cascades: tuple[Cascade, ...] = ()) -> TableCapture:
     """``read_to``: how far this process already read the binlog past the checkpoint without
     finding a row of the table (an idle advance held in memory); reading resumes there."""
     progress = checkpoint.snapshot
@@ -128,7 +138,7 @@ def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: T
             start < progress.high_watermark or not progress.complete):
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
     return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
-                        hold_idle=hold_idle, project=spec.on_schema_change is SchemaPolicy.IGNORE)
+                        hold_idle=hold_idle, project=spec.on_schema_change is SchemaPolicy.IGNORE, cascades=cascades)
 
 
 def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[RowChange]:
@@ -142,14 +152,27 @@ def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[Ro
     window = changes if not progress.complete else [c for c in changes if c.position <= progress.high_watermark]
     if not window:
         return changes
-    keys = [selected_key(capture.schema.key_columns, tuple(c.values[k] for k in capture.schema.key)) for c in window]
-    chunks = capture.locator.locate(keys)
-    stale = set()
-    for change, chunk in zip(window, chunks, strict=True):
-        read_at = progress.done.get(chunk.index)
-        if read_at is None or change.position <= read_at:
-            stale.add(id(change))
+    keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
+    stale = {id(change) for change, gone in zip(window, read_with(capture, keys, [c.position for c in window]),
+                                               strict=True) if gone}
     return [c for c in changes if id(c) not in stale]
+
+
+def read_with(capture: TableCapture, keys: Sequence[tuple], positions: Sequence[BinlogPosition]) -> list[bool]:
+    """For each key (values of the key columns), whether its chunk's snapshot read holds the
+    change at the position beside it: the chunk was read at or after it, or is still to be read."""
+    progress = capture.checkpoint.snapshot
+    if capture.locator is None or progress is None:
+        return [False] * len(keys)
+    chunks = capture.locator.locate([selected_key(capture.schema.key_columns, k) for k in keys])
+    stale = []
+    for position, chunk in zip(positions, chunks, strict=True):
+        if progress.complete and position > progress.high_watermark:  # after every chunk's read
+            stale.append(False)
+            continue
+        read_at = progress.done.get(chunk.index)
+        stale.append(read_at is None or position <= read_at)
+    return stale
 
 
 def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
@@ -216,6 +239,7 @@ class CatchUp:
         source = BinlogSource(
             self.config.source, server_id(self.config), self.config.source.database,
             {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
+            parents={cascade.parent_table for c in active for cascade in c.cascades},
         )
         log.info(READING, start, stop, extra=PROGRESS)
         sizes = binlog_sizes(conn) if start.file != stop.file else {}
@@ -294,6 +318,10 @@ class CatchUp:
                        transaction: Transaction, before: BinlogPosition) -> None:
         name = capture.spec.name
         what = f"{change.statement[:200]!r} at {change.position}"
+        if capture.spec.on_cascade is CascadePolicy.APPLY and FOREIGN_KEY_DDL.search(change.statement):
+            # The cascades applied are those the run began with: from here on they may be others.
+            raise table_stopped(name, f"schema change {what} may change the foreign keys whose cascades it applies "
+                                "(on_cascade='apply')", change.position)
         policy = capture.spec.on_schema_change
         if policy is SchemaPolicy.STOP:
             raise table_stopped(name, f"schema change {what} (the table module sets on_schema_change='stop')",
@@ -357,7 +385,7 @@ class CatchUp:
                        schema_changes=(*checkpoint.schema_changes, forget))
 
     def _commit_before(self, capture: TableCapture, before: BinlogPosition) -> None:
-        if capture.rows:
+        if capture.rows or capture.pending:
             self._flush({capture.schema.table: capture}, before)
             if capture.failure is not None:
                 raise capture.failure
@@ -393,12 +421,28 @@ class CatchUp:
             if capture is not None and capture.failure is None and problem.position > capture.start:
                 self._fail(capture, table_stopped(capture.spec.name, f"{problem.reason} at {problem.position}",
                                                          problem.position))
+            for child in by_source.values():  # a parent's change unknown: so is its cascade
+                if (child.failure is None and problem.position > child.start
+                        and any(c.parent_table == problem.table for c in child.cascades)):
+                    self._fail(child, table_stopped(
+                        child.spec.name, f"its cascades cannot be derived: parent {problem.table}: {problem.reason} "
+                        f"at {problem.position}", problem.position))
+        added = 0  # rows buffered, and parent changes held to derive rows from (both bound a flush)
+        for parent_change in transaction.parent_changes:
+            for child in by_source.values():
+                if child.failure is not None or parent_change.position <= child.start:
+                    continue
+                for cascade in child.cascades:
+                    if cascade.parent_table == parent_change.table:
+                        action = cascading.action(cascade, parent_change)
+                        if action is not None:
+                            child.pending.append(cascading.Pending(cascade, parent_change, action))
+                            added += 1
         changes: dict[str, list[RowChange]] = {}
         for change in transaction.changes:
             capture = by_source.get(change.table)
             if capture is not None and capture.failure is None and change.position > capture.start:
                 changes.setdefault(change.table, []).append(change)
-        added = 0
         for table, rows in changes.items():
             capture = by_source[table]
             try:
@@ -419,17 +463,42 @@ class CatchUp:
             raise schema_changed(capture.spec.name, f"a row at {change.position} has columns "
                                  f"{sorted(change.values)}", change.position)
         values = capture.convert(change.values)
+        return (*values, *self._meta(capture, change.op, change.position, change.row_index, change.timestamp))
+
+    def _meta(self, capture: TableCapture, op: Op, position: BinlogPosition, row_index: int,
+              timestamp: int) -> tuple:
+        """The bronze meta columns (``bronze.META_FIELDS``) of a change."""
         return (
-            *values,
-            change.op,
-            sequence(change.position, change.row_index),
-            change.position.file,
-            change.position.offset,
-            dt.datetime.fromtimestamp(change.timestamp, dt.UTC),
+            op,
+            sequence(position, row_index),
+            position.file,
+            position.offset,
+            dt.datetime.fromtimestamp(timestamp, dt.UTC),
             dt.datetime.now(dt.UTC),
             self.run_id,
             capture.checkpoint.batch + 1,
         )
+
+    def _derive_cascades(self, capture: TableCapture) -> None:
+        """Add to ``capture.rows`` the changes its pending parent changes cascade into it."""
+        pending, capture.pending = capture.pending, []
+        schema = capture.schema
+        convert = {c.name: binlog_converter(c) for c in schema.columns}
+        wanted: dict[Cascade, set[tuple]] = {}
+        for p in pending:
+            old = tuple(cascading.normal(convert[c](p.change.before[pc]))
+                        for c, pc in zip(p.cascade.columns, p.cascade.parent_columns, strict=True))
+            wanted.setdefault(p.cascade, set()).add(old)
+        current = cascading.candidates(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),
+                                       schema.column_names, schema.key, wanted)
+        derived = cascading.derive(
+            schema.column_names, schema.key, current, capture.rows, pending, convert,
+            lambda op, change, index: self._meta(capture, op, change.position, index, change.timestamp),
+            stale=None if capture.locator is None else lambda keys, at: read_with(capture, keys, [at] * len(keys)))
+        if derived:
+            log.info("%s: %d row(s) changed by %d cascading parent change(s) derived", capture.spec.name,
+                     len(derived), len(pending))
+        capture.rows.extend(derived)
 
     def _flush(self, by_source: dict[str, TableCapture], position: BinlogPosition, *,
                final: bool = False, synced_at: float | None = None) -> None:
@@ -445,8 +514,15 @@ class CatchUp:
             # them: the commit ends its snapshot phase.
             must = first_sync or (final and capture.checkpoint.phase is Phase.SNAPSHOT
                                   and capture.checkpoint.snapshot is not None and capture.checkpoint.snapshot.complete)
-            if capture.failure is not None or (position <= capture.start and not capture.rows and not must):
+            if capture.failure is not None or (position <= capture.start and not capture.rows and not must
+                                               and not capture.pending):
                 continue
+            if capture.pending:
+                try:
+                    self._derive_cascades(capture)
+                except Exception as exc:  # this table stops; the others go on
+                    self._fail(capture, as_table_error(exc, capture.spec.name, self.config.lake_root))
+                    continue
             target = max(position, capture.start)
             if not capture.rows and not must and (not final or idle_advance_held(capture, target)):
                 continue
@@ -488,6 +564,7 @@ class CatchUp:
         log.error("%s: stopped: %s", capture.spec.name, error)
         capture.failure = error
         capture.rows = []  # uncommitted: the checkpoint stays at the last good commit
+        capture.pending = []
 
 
 

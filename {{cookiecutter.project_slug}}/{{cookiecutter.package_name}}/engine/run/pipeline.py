@@ -33,7 +33,7 @@ from ..cdc.capture import (
     server_id,
 )
 from ..cdc.feed import BinlogFeed
-from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode
+from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, Startup
 from ..errors import ConfigError, FatalError, IngestError, SourceUnavailableError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
@@ -41,7 +41,7 @@ from ..sink.layout import apply_layout
 from ..snapshot.chunking import plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.window import LowWatermarks, Window, resolve
-from ..source.cascades import CascadeCheck
+from ..source.cascades import Cascade, CascadeCheck
 from ..source.connection import (
     check_on_source,
     connect,
@@ -117,6 +117,7 @@ class _Table:
     checkpoint: Checkpoint | None = None
     error: IngestError | None = field(default=None, repr=False)
     recent: dict[int, pa.Table] = field(default_factory=dict, repr=False)  # bronze batches held
+    cascades: tuple[Cascade, ...] = ()  # the foreign keys whose cascades it applies (on_cascade='apply')
 
     @property
     def ok(self) -> bool:
@@ -189,7 +190,9 @@ class Pipeline:
                 try:
                     table.schema = describe_table(conn, self.config.source.database,
                                                   table.spec.source_table, table.spec.key)
-                    self._cascades.check(conn, self.config.source.database, table.spec)  # before any write
+                    table.cascades = self._cascades.check(conn, table.schema, table.spec)  # before any write
+                    if table.cascades:
+                        self._check_cascade_windows(conn, table.spec, full_refresh)
                     table.checkpoint = self._snapshot(conn, table.spec, table.schema, table.result,
                                                       require_snapshot, refresh=full_refresh)
                     if table.checkpoint.position is not None and table.spec.followed:
@@ -409,6 +412,20 @@ class Pipeline:
             return True
         raise schema_changed(spec.name, "the table's columns changed while its snapshot was read")
 
+    def _check_cascade_windows(self, conn: pymysql.connections.Connection, spec: TableSpec, refresh: bool) -> None:
+        """A window snapshot's chunk replays the binlog of its window, which has no cascaded rows:
+        a cascade inside the window is lost whether the SELECT saw the row before or after it,
+        so a table applying cascades reads no chunk that way (it refuses before any write)."""
+        checkpoint = bronze.latest_checkpoint(self.spark, self.config.table_path(Layer.BRONZE, spec.name))
+        reads_chunks = refresh or (checkpoint.phase is Phase.SNAPSHOT if checkpoint is not None
+                                   else spec.startup is Startup.INITIAL)
+        if reads_chunks and self._chunk_mode(conn) is SnapshotMode.WINDOW:
+            raise ConfigError(
+                f"table {spec.name}: on_cascade='apply' cannot derive cascades inside the windows of a window "
+                "snapshot (snapshot_mode resolved to window); read its snapshot with snapshot_mode: consistent "
+                "(MariaDB, Percona) in lakehouse_project.yml, or set on_cascade='refuse' in its table module",
+                table=spec.name, setting="on_cascade")
+
     def _chunk_mode(self, conn: pymysql.connections.Connection) -> SnapshotMode:
         if self._snapshot_mode is None:
             self._snapshot_mode = resolve(self.config.defaults.snapshot_mode, partial(reports_snapshot_positions, conn))
@@ -507,7 +524,7 @@ class Pipeline:
                 captures[name] = new_capture(conn, table.spec, table.schema, table.checkpoint,
                                              table.spec.delivery_or(delivery),
                                              read_to=self._read_past(name, table.checkpoint),
-                                             hold_idle=name in hold_idle)
+                                             hold_idle=name in hold_idle, cascades=table.cascades)
             except Exception as exc:
                 table.fail(exc, self.config.lake_root)
         catch_up = CatchUp(self.config, self.spark, self.run_id, self.retry, self._gtid_position, self.feed,

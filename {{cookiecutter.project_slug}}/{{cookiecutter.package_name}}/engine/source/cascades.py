@@ -10,7 +10,8 @@ replica replays the parent's change and lets its own InnoDB cascade; a lake has 
 
 A followed child of such a key would therefore keep, in silver, the rows the cascade deleted
 and the key values it changed, silently. Every run checks each followed table before writing
-it; the table module's ``on_cascade`` says what to do (see ``tables.CascadePolicy``).
+it; the table module's ``on_cascade`` says what to do (see ``tables.CascadePolicy``): refuse,
+ignore, or apply the cascades itself (``cdc.cascading``) where that can be exact.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pymysql
 from ..errors import ConfigError
 from ..tables import CascadePolicy, TableSpec
 from .connection import qualified, query
+from .introspect import ColumnInfo, TableSchema
 
 log = logging.getLogger(__name__)
 
@@ -157,32 +159,84 @@ def refusal(name: str, cascades: Sequence[Cascade]) -> ConfigError:
     more = f" (and {len(cascades) - 1} more such foreign key(s))" if len(cascades) > 1 else ""
     return ConfigError(
         f"table {name}: {first.describe()}{more}: the binlog does not carry cascaded changes, so "
-        f"{first.consequence}; drop the cascade on the source (then re-snapshot with `make ingest TABLE={name} "
+        f"{first.consequence}; set on_cascade='apply' in its table module to derive them from the parent's "
+        f"changes, or drop the cascade on the source (then re-snapshot with `make ingest TABLE={name} "
         "FULL_REFRESH=1` if it may have fired since the table was first ingested), or set on_cascade='ignore' "
-        "in its table module to accept stale rows",
+        "to accept stale rows",
         table=name, setting="on_cascade",
     )
+
+
+# Column types whose values the engine compares as InnoDB compares a foreign key's: exactly.
+EXACT_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "date", "year",
+                         "binary", "varbinary"})
+
+
+def compared_exactly(column: ColumnInfo) -> bool:
+    """Whether two values of ``column`` are equal to InnoDB exactly when they are equal in Python:
+    numbers, dates, binary strings, and CHAR with a binary collation (CHAR drops trailing spaces,
+    which PAD SPACE collations would otherwise ignore)."""
+    if column.data_type in EXACT_TYPES:
+        return True
+    collation = (column.collation or "").lower()
+    binary = collation == "binary" or collation.endswith("_bin")
+    return binary and (column.data_type == "char" or (column.data_type == "varchar" and "_nopad_" in collation))
+
+
+def unappliable(conn: pymysql.connections.Connection, table: TableSchema, cascade: Cascade) -> str | None:
+    """Why ``on_cascade='apply'`` cannot derive ``cascade``'s changes exactly (None: it can)."""
+    if "SET DEFAULT" in (cascade.on_delete, cascade.on_update):
+        return "SET DEFAULT is not an action InnoDB carries out"
+    if cascade.parent_schema != cascade.schema:
+        return f"its parent is in another database ({cascade.parent_schema}), whose binlog events are not read"
+    if cascade.parent_table == cascade.table:
+        return "it references its own table, so a cascade goes on through any number of its rows"
+    for column in (*cascade.columns, *table.key):
+        info = table.column(column)
+        if not compared_exactly(info):
+            return (f"column {column} ({info.column_type}{' ' + info.collation if info.collation else ''}) "
+                    "compares by a collation, which the engine does not reproduce")
+    above = find_cascades(conn, cascade.parent_schema, cascade.parent_table)
+    if above:
+        return (f"its parent {cascade.parent} is itself the child of {above[0].describe()}, and the binlog "
+                "has neither level's cascaded rows")
+    return None
 
 
 @dataclass
 class CascadeCheck:
     """Checks each followed table, every run, before it is written: ``on_cascade='refuse'``
     raises ``refusal``; ``'ignore'`` logs one warning per table and pipeline (a ``follow``
-    process warns once, not every cycle)."""
+    process warns once, not every cycle); ``'apply'`` returns the cascades to apply, or raises
+    when one of them cannot be applied exactly."""
 
     warned: set[str] = field(default_factory=set)
 
-    def check(self, conn: pymysql.connections.Connection, schema: str, spec: TableSpec) -> None:
+    def check(self, conn: pymysql.connections.Connection, table: TableSchema, spec: TableSpec) -> tuple[Cascade, ...]:
         if not spec.followed:  # copied at one position, never fed from the binlog
-            return
-        cascades = find_cascades(conn, schema, spec.source_table)
+            return ()
+        cascades = find_cascades(conn, table.schema, spec.source_table)
         if not cascades:
             self.warned.discard(spec.name)
-            return
+            return ()
         if spec.on_cascade is CascadePolicy.REFUSE:
             raise refusal(spec.name, cascades)
+        if spec.on_cascade is CascadePolicy.APPLY:
+            for cascade in cascades:
+                reason = unappliable(conn, table, cascade)
+                if reason is not None:
+                    raise ConfigError(
+                        f"table {spec.name}: on_cascade='apply' cannot derive the changes of {cascade.describe()}: "
+                        f"{reason}; drop the cascade on the source, or set on_cascade='refuse' (or 'ignore' to "
+                        "accept stale rows) in its table module", table=spec.name, setting="on_cascade")
+            if spec.name not in self.warned:
+                self.warned.add(spec.name)
+                log.info("table %s: applies %s (on_cascade='apply')", spec.name,
+                         "; ".join(c.describe() for c in cascades))
+            return cascades
         if spec.name not in self.warned:
             self.warned.add(spec.name)
             log.warning("table %s: %s: the binlog does not carry cascaded changes, so silver keeps the rows "
                         "and values the cascade changes (on_cascade='ignore')", spec.name,
                         "; ".join(c.describe() for c in cascades))
+        return ()
