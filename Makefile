@@ -7,14 +7,14 @@ VENV := $(abspath .venv)
 PY := $(VENV)/bin/python
 BUILD := $(abspath build)
 
-.PHONY: help setup demo demo-down test bench lint clean
+.PHONY: help setup demo demo-down test test-s3 bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 setup: $(VENV)/.installed ## install system packages (Java, mariadb-server) and the pinned Python packages
 
-$(VENV)/.installed: requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt engine/requirements.txt engine/requirements-dev.txt engine/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "ERROR: Python 3.11+ is needed, found $$($(PYTHON) --version 2>&1); run with PYTHON=python3.11"; exit 2; }
 	bash scripts/system-deps.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,14 +28,21 @@ demo-down: ## stop the demo's MariaDB (make demo leaves it running for you to ex
 	@[ -d $(BUILD)/demo-lakehouse ] || { echo "no demo project in $(BUILD): nothing to stop"; exit 0; }
 	$(MAKE) -s -C $(BUILD)/demo-lakehouse source-down VENV=$(VENV)
 
-test: setup ## run the template's tests (they generate projects and run their test suites)
+test: setup ## run the template's tests, the engine's suite and generated projects' suites
+	@# A generated project's `make setup` (make demo) installs its pinned engine over this one.
+	$(PY) -m pip install -q --no-deps -e engine
 	$(PY) -m pytest
+
+test-s3: setup ## opt-in: the engine's s3a:// lake test against a local S3 server (642 MB of jars once)
+	$(PY) -m pip install -q 'moto[server]==5.2.5'
+	$(PY) -m pytest -m s3 engine/tests/integration/test_s3_lake.py
 
 bench: setup ## measure snapshot, binlog catch-up and follow mode against a pymysql scan, raw decode and dlt
 	cd scripts && $(PY) bench.py run
 
-lint: setup ## lint the template's own code (make test lints a freshly generated project)
-	$(PY) -m ruff check hooks tests scripts
+lint: setup ## lint the template's code and the engine, type-check the engine (make test does too)
+	$(PY) -m ruff check hooks tests scripts engine
+	cd engine && $(PY) -m mypy
 
 clean: ## stop the demo source and remove build/ and .venv/
 	-[ -d $(BUILD)/demo-lakehouse ] && $(MAKE) -C $(BUILD)/demo-lakehouse source-down VENV=$(VENV)

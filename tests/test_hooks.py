@@ -72,7 +72,37 @@ def test_each_named_table_gets_its_module_and_the_answers_are_saved(generate):
 def test_derived_names_follow_the_project_name(generate):
     project = generate(project_name="Data Team_Lake")
     assert project.name == "data-team-lake"
-    assert (project / "data_team_lake" / "engine" / "run" / "pipeline.py").exists()
+    assert (project / "data_team_lake" / "tables" / "orders.py").exists()
+    assert yaml.safe_load((project / "lakehouse_project.yml").read_text())["package"] == "data_team_lake"
+
+
+def test_the_engine_is_pinned_at_this_templates_commit_or_folder(generate):
+    project = generate(project_name="Pinned Lake")
+    (pin,) = [line for line in (project / "requirements.txt").read_text().splitlines()
+              if line.startswith("lakehouse-engine @ ")]
+    dirty = subprocess.run(["git", "-C", str(TEMPLATE), "status", "--porcelain", "--", "engine"],
+                           capture_output=True, text=True).stdout.strip()
+    if dirty:  # a working copy: the engine folder as it is
+        assert pin == f"lakehouse-engine @ {(TEMPLATE / 'engine').as_uri()}"
+    else:
+        commit = subprocess.run(["git", "-C", str(TEMPLATE), "rev-parse", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        local = TEMPLATE.as_uri().replace("file://", "file://localhost", 1)
+        assert pin == f"lakehouse-engine @ git+{local}@{commit}#subdirectory=engine"
+        assert json.loads((project / ".cookiecutter.json").read_text())["_template_commit"] == commit
+
+
+@pytest.mark.parametrize(("template", "expected"), [
+    ("gh:acme/lakehouse-template", "git+https://github.com/acme/lakehouse-template.git@c0ffee#subdirectory=engine"),
+    ("https://git.example.com/t.git", "git+https://git.example.com/t.git@c0ffee#subdirectory=engine"),
+    ("git@github.com:acme/t.git", "git+ssh://git@github.com/acme/t.git@c0ffee#subdirectory=engine"),
+])
+def test_a_template_given_by_url_pins_the_engine_at_that_url(template, expected):
+    hook = (TEMPLATE / "hooks" / "post_gen_project.py").read_text()
+    hook = hook.replace('r"""{{ cookiecutter | jsonify }}"""', "'{}'")
+    namespace: dict = {"__name__": "hook"}
+    exec(compile(hook, "post_gen_project.py", "exec"), namespace)
+    assert namespace["engine_source"](template, Path("/t/engine"), "c0ffee") == expected
 
 
 HOSTILE_NAME = "Ann's \"Lake\" \\ $HOME `id` <b> & Café {x}"

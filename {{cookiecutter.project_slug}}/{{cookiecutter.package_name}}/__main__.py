@@ -1,8 +1,8 @@
-"""``python -m {{ cookiecutter.package_name }} ...``"""
+"""``python -m {{ cookiecutter.package_name }} ...``: the ``lakehouse`` command, run in this project."""
 
 import sys
 
-from .engine.run.cli import main
+from lakehouse_engine.run.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(package="{{ cookiecutter.package_name }}"))

@@ -1,0 +1,247 @@
+"""Great Expectations checks of silver against the source at one binlog position: read-only,
+beside a running ingest, with GX files left alone and Data Docs that read offline."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lakehouse_engine.quality.datadocs import external_references
+from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, VALUES_CHECK, run_checks
+from lakehouse_engine.quality.repair import repair_table
+from lakehouse_engine.run.locks import table_locks
+from lakehouse_engine.run.pipeline import Pipeline
+from lakehouse_engine.run.results import RunStatus
+from lakehouse_engine.sink import deltalog
+from lakehouse_engine.source import embedded
+from lakehouse_engine.tables import TableSpec
+
+from .browser import ensure_browser, rendered_dom
+from .helpers import assert_silver_equals_exact_source, demo_specs, run_source_sql
+from .test_cli import cli, project_dir, run_results
+
+pytestmark = pytest.mark.integration
+
+
+def lake_versions(spark, config, tables) -> dict[str, int]:
+    return {f"{layer}/{t}": deltalog.newest_version(spark, config.table_path(layer, t))
+            for t in tables for layer in ("bronze", "silver")}
+
+
+def gx_files(gx_dir: Path) -> dict[str, tuple[int, bytes]]:
+    """Every GX file kept in git (all but ``uncommitted/``): modification time and contents."""
+    return {str(p.relative_to(gx_dir)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(gx_dir.rglob("*")) if p.is_file() and "uncommitted" not in p.parts}
+
+
+def visible_text(dom: str) -> str:
+    """The words a reader sees: tags, styles and scripts dropped, white space collapsed."""
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S | re.I)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+def test_checks_pass_at_silvers_position_after_new_source_changes_without_writing_the_lake(spark, config, mariadb):
+    specs = demo_specs()
+    Pipeline(config, spark, "run-1").ingest(specs)
+    before = lake_versions(spark, config, [s.name for s in specs])
+    # Changes after the last ingest (deletes, inserts, a key change): the count is carried back
+    # through the binlog to the position silver is at; nothing is ingested.
+    run_source_sql(mariadb, config.source.database, """
+        DELETE FROM order_items WHERE order_id IN (SELECT order_id FROM orders WHERE customer_id < 30);
+        DELETE FROM orders WHERE customer_id < 30;
+        DELETE FROM customers WHERE customer_id < 30;
+        INSERT INTO customers (customer_id, email, full_name, country, created_at)
+            VALUES (100001, 'new@example.com', 'New', 'DE', NOW());
+        UPDATE customers SET customer_id = 100002 WHERE customer_id = 31;
+        UPDATE customers SET full_name = 'Renamed' WHERE customer_id BETWEEN 40 AND 49;
+    """)
+    results = run_checks(config, spark, specs)
+    assert [r.table for r in results] == [s.name for s in specs]
+    assert all(r.success for r in results), [(r.table, [c for c in r.checks if not c.success]) for r in results]
+    assert any("unique" in c.expectation for c in results[3].checks)  # composite key of order_items
+    assert results[0].docs_path and results[0].docs_path.endswith(".html")
+    assert all(r.compared_at and ":" in r.compared_at for r in results)  # file:offset
+    assert lake_versions(spark, config, [s.name for s in specs]) == before  # dq wrote nothing
+    # Values too: the keys changed since silver's position are left out on both sides, every
+    # other row holds the source's values.
+    (values,) = [c for c in results[0].checks if c.expectation == VALUES_CHECK]
+    assert "changed between the compared positions" in values.observed, values.observed
+
+
+def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    spark.sql(f"DELETE FROM delta.`{config.table_path('silver', 'customers')}` WHERE customer_id = 42")
+    (result,) = run_checks(config, spark, specs)
+    assert not result.success
+    failed = {c.expectation: c.observed for c in result.checks if not c.success}
+    assert len(failed) == 2 and any("row_count" in name for name in failed), failed
+    assert "customer_id=42: missing from silver" in failed[VALUES_CHECK]
+
+
+def test_a_value_changed_directly_in_silver_is_reported_with_its_key_and_range(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name in ("customers", "order_items")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    assert all(r.success for r in run_checks(config, spark, specs))
+    silver = config.table_path("silver", "customers")
+    spark.sql(f"UPDATE delta.`{silver}` SET full_name = concat(full_name, '!') WHERE customer_id = 7")
+    spark.sql(f"UPDATE delta.`{silver}` SET created_at = created_at + INTERVAL 1 SECOND WHERE customer_id = 8")
+    items = config.table_path("silver", "order_items")
+    order_id = spark.read.format("delta").load(items).agg({"order_id": "min"}).first()[0]
+    spark.sql(f"UPDATE delta.`{items}` SET quantity = quantity + 1 WHERE order_id = {order_id} AND line_no = 1")
+    # A source change since the ingest is no difference, and does not hide one.
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Later' WHERE customer_id = 9;")
+    checked = run_checks(config, spark, specs)
+    wanted = (["customer_id=7", "customer_id=8"], [f"order_id={order_id}, line_no=1"])
+    for result, keys in zip(checked, wanted, strict=True):
+        failed = {c.expectation: c.observed for c in result.checks if not c.success}
+        assert list(failed) == [VALUES_CHECK], failed  # the count and the keys are still right
+        report = failed[VALUES_CHECK]
+        assert all(f"{key}: other values" in report for key in keys), report
+        assert report.startswith("1 of ") and f"`make repair TABLE={result.table}`" in report, report
+    customers = failed_values(checked[0])
+    # 400 keys in buckets 400 wide: 1..399 in the first, less the key changed since the ingest.
+    assert "customer_id 0..399 (398 rows in the source, 398 in silver)" in customers, customers
+    assert "customer_id=9" not in customers and "1 key changed between" in customers
+
+
+def test_a_key_held_twice_by_silver_is_named_by_the_value_check(spark, config):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    silver = config.table_path("silver", "customers")
+    spark.read.format("delta").load(silver).where("customer_id = 9").write.format("delta").mode("append").save(silver)
+    (result,) = run_checks(config, spark, specs)
+    assert "customer_id=9: held by 2 rows of silver" in failed_values(result), failed_values(result)
+
+
+def test_floats_are_compared_exactly_even_as_keys_and_repair_rereads_them(spark, config, mariadb):
+    # A FLOAT key: MariaDB prints 1234567 as 1234570 (6 digits), so keys must be read exactly.
+    run_source_sql(mariadb, config.source.database, """
+        CREATE TABLE readings (at FLOAT NOT NULL PRIMARY KEY, level FLOAT, ratio DOUBLE);
+        INSERT INTO readings VALUES (0.5, 1.5, 1e-300), (-2.5, 3.25, 0.3), (1234567, -7, 5e-324), (4, NULL, 2);
+    """)
+    specs = [TableSpec("readings", "readings")]
+    pipeline = Pipeline(config, spark, "run-1")
+    pipeline.ingest(specs)
+    (clean,) = run_checks(config, spark, specs)
+    assert clean.success, [c for c in clean.checks if not c.success]
+    silver = config.table_path("silver", "readings")
+    # One ulp each, which printed text can hide: MariaDB prints a FLOAT with 6 digits (1.5).
+    spark.sql(f"UPDATE delta.`{silver}` SET level = CAST(1.5000001 AS FLOAT) WHERE at = CAST(0.5 AS FLOAT)")
+    spark.sql(f"UPDATE delta.`{silver}` SET ratio = 0.30000000000000004D WHERE at = CAST(-2.5 AS FLOAT)")
+    spark.sql(f"DELETE FROM delta.`{silver}` WHERE at = CAST(1234567 AS FLOAT)")
+    run_source_sql(mariadb, config.source.database, "UPDATE readings SET ratio = 9 WHERE at = 4;")  # since the ingest
+    report = failed_values(run_checks(config, spark, specs)[0])
+    for key, what in (("at=0.5", "other values"), ("at=-2.5", "other values"), ("at=1234567.0", "missing from silver")):
+        assert f"{key}: {what}" in report, report
+    assert "at=4.0" not in report and "1 key changed between" in report, report
+
+    result = repair_table(config, spark, pipeline.ingest, specs[0], "repair-1")
+    assert (result.status, result.keys_found, result.rows_reread) == (RunStatus.SUCCESS, 3, 3), result
+    assert_silver_equals_exact_source(spark, config, "readings")
+
+
+def failed_values(result) -> str:
+    return next(c.observed for c in result.checks if c.expectation == VALUES_CHECK)
+
+
+def test_freshness_fails_a_table_whose_silver_trails_the_source_by_more_than_its_limit(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    (at_head,) = run_checks(replace(config, max_lag_seconds=0.5), spark, specs)
+    fresh = [c for c in at_head.checks if c.expectation.startswith("silver_lag_at_most")]
+    assert at_head.success and fresh[0].observed.startswith("lag 0 s")  # at the head: fresh
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET full_name = 'Later' WHERE customer_id = 3;")
+    time.sleep(1)
+    (behind,) = run_checks(replace(config, max_lag_seconds=0.5), spark, specs)
+    failed = [c for c in behind.checks if not c.success]
+    assert [c.expectation for c in failed] == ["silver_lag_at_most(0.5 s)"], behind.checks
+    assert run_checks(config, spark, specs)[0].success  # the default limit (a day) is met
+
+
+def test_a_table_missing_from_the_lake_fails_its_check_and_is_not_copied(spark, config):
+    specs = [s for s in demo_specs() if s.name in ("customers", "products")]
+    Pipeline(config, spark, "run-1").ingest(specs[:1])
+    results = run_checks(config, spark, specs)
+    assert [(r.table, r.success) for r in results] == [("customers", True), ("products", False)]
+    (check,) = results[1].checks
+    assert check.expectation == ALIGNMENT_CHECK
+    assert "not in the lake" in check.observed and "make ingest TABLE=products" in check.observed
+    assert deltalog.newest_version(spark, config.table_path("bronze", "products")) < 0  # no snapshot
+
+
+def test_a_table_whose_silver_position_was_purged_fails_alone_and_names_its_re_snapshot(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name in ("customers", "products")]
+    Pipeline(config, spark, "run-1").ingest(specs[:1])
+    run_source_sql(mariadb, config.source.database, "FLUSH BINARY LOGS;")
+    Pipeline(config, spark, "run-2").ingest(specs[1:])  # products' position: in the new file
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        cur.execute("PURGE BINARY LOGS TO %s", (cur.fetchone()[0],))  # customers' file is gone
+    customers, products = run_checks(config, spark, specs)
+    assert products.success, [c for c in products.checks if not c.success]
+    (check,) = customers.checks
+    assert check.expectation == ALIGNMENT_CHECK and not check.success
+    assert check.observed.startswith("table customers: silver's binlog position "), check.observed
+    assert check.observed.endswith("re-snapshot the table with `make ingest TABLE=customers FULL_REFRESH=1`")
+
+
+def test_a_second_run_leaves_the_gx_files_as_they_were(spark, config, mariadb):
+    specs = [s for s in demo_specs() if s.name in ("customers", "order_items")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    assert all(r.success for r in run_checks(config, spark, specs))
+    first = gx_files(config.gx_dir / "gx")
+    assert any(name.startswith("expectations") for name in first) and "great_expectations.yml" in first
+    # Another count (a new source row) is a parameter of the run, not a change of the suite.
+    run_source_sql(mariadb, config.source.database,
+                   "INSERT INTO customers (customer_id, email, full_name, country, created_at) "
+                   "VALUES (100001, 'n@example.com', 'N', 'DE', NOW());")
+    results = run_checks(config, spark, specs)
+    assert all(r.success for r in results), results
+    assert gx_files(config.gx_dir / "gx") == first
+
+
+def test_dq_runs_while_an_ingest_of_the_same_table_holds_its_lock(spark, config, mariadb):
+    done = cli(config, "ingest", "--select", "customers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_source_sql(mariadb, config.source.database, "DELETE FROM customers WHERE customer_id < 10;")
+    with table_locks(project_dir(config) / "target" / "locks", ["customers"]):  # an ingest running
+        done = cli(config, "dq", "--select", "customers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "customers                PASS  at binlog " in done.stdout
+    assert run_results(config)["status"] == "success"
+
+
+def test_data_docs_read_offline_in_headless_chromium(spark, config, mariadb):
+    browser = ensure_browser()  # fails, never skips, when no Chromium can be had
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    spark.sql(f"DELETE FROM delta.`{config.table_path('silver', 'customers')}` WHERE customer_id = 42")
+    (result,) = run_checks(config, spark, specs)
+    assert not result.success and result.docs_path and result.compared_at
+    site = Path(result.docs_path).parent
+
+    for path in [*site.rglob("*.html"), *site.rglob("*.css")]:
+        assert external_references(path.read_text()) == [], path
+
+    index_dom = rendered_dom(browser, site / "index.html")
+    assert external_references(index_dom) == []
+    index = visible_text(index_dom)  # the runs' table, drawn without bootstrap-table
+    assert f"binlog {result.compared_at}" in index and "customers" in index
+    assert "Failed" in index  # the run's status, as text
+
+    (page,) = site.glob("validations/customers/**/*.html")
+    dom = rendered_dom(browser, page)
+    assert external_references(dom) == []
+    text = visible_text(dom)
+    assert f"Run Name binlog {result.compared_at}" in text  # the compared position
+    assert "Expectation Suite: customers" in text and "Status: Failed" in text
+    assert "Must have exactly 400 rows. 399" in text  # the source's count there, and silver's
+    assert "values must never be null. 100% not null" in text
+    assert "values must be unique. 0% unexpected" in text
+    assert "Unsuccessful Expectations 1" in text

@@ -1,0 +1,37 @@
+import subprocess
+import sys
+
+import fixture_project
+import pytest
+
+from lakehouse_engine.errors import ConfigError
+from lakehouse_engine.run.locks import table_locks
+
+HOLD = """
+import sys, time
+from lakehouse_engine.run.locks import table_locks
+from pathlib import Path
+with table_locks(Path(sys.argv[1]), ["orders"]):
+    print("locked", flush=True)
+    time.sleep(30)
+"""
+
+
+def test_a_second_run_of_the_same_table_is_refused_while_the_first_holds_it(tmp_path):
+    project = fixture_project.PROJECT_ROOT
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=project
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        busy = f"table orders is being ingested by another run \\(pid {holder.pid}, ingest\\)"
+        with pytest.raises(ConfigError, match=busy):
+            with table_locks(tmp_path, ["customers", "orders"]):
+                pass
+        with table_locks(tmp_path, ["customers"]):
+            pass  # other tables stay free
+    finally:
+        holder.kill()
+        holder.wait()
+    with table_locks(tmp_path, ["orders"]):
+        pass  # a killed holder leaves no stale lock
