@@ -12,9 +12,6 @@ import pytest
 
 from .conftest import TEMPLATE, run_cookiecutter
 
-# The generated `make test` must stay quick (the engine's long suite runs in the template's CI).
-QUICK_SUITE_S = 120
-
 
 def bake(out: Path, **answers: str) -> Path:
     done = run_cookiecutter(out, **answers)
@@ -38,6 +35,8 @@ def run_suite(project: Path, *env_path: Path) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
                           capture_output=True, text=True, timeout=15 * 60, env=env)
     seconds = time.monotonic() - started
+    # The generated `make test` must stay quick (under 2 minutes on 2 cores; the engine's long
+    # suite runs in the template's CI): printed, not asserted, as every figure of speed here.
     print(f"{project.name}: its own suite in {seconds:.0f} s")
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]

@@ -1,4 +1,5 @@
-"""Command line: ``python -m <package> COMMAND``. Exit codes: 0 ok, 1 failed tables or checks,
+"""Command line: ``lakehouse COMMAND`` (also ``python -m lakehouse_engine`` and the project's own
+``python -m <package>``). Exit codes: 0 ok, 1 failed tables or checks,
 2 usage or configuration error, 130 interrupted (Ctrl-C).
 
 The global options (``--target``, ``--project-dir``, ``--profiles-dir``, ``--log-format``) are
