@@ -18,6 +18,7 @@ import jinja2
 import yaml
 
 from ..errors import ConfigError
+from . import keys
 from .defaults import DEFAULTS, TABLE_FEATURES
 
 PROJECT_FILE = "lakehouse_project.yml"
@@ -148,10 +149,13 @@ def load_project(
     ``source.unset``: for commands that never connect to the source (``status``, ``list``)."""
     env = os.environ if env is None else env
     project = _read_yaml(root / PROJECT_FILE)
+    keys.check(project, keys.PROJECT_KEYS, root / PROJECT_FILE)
     profiles_dir = profiles_dir or Path(env.get("LAKEHOUSE_PROFILES_DIR", "") or root)
     profiles = _read_yaml(profiles_dir / PROFILES_FILE)
     profile_name = _required(project, "profile", PROJECT_FILE)
     where = profiles_dir / PROFILES_FILE
+    if isinstance(profiles.get(profile_name), dict):
+        keys.check_profile(profiles[profile_name], str(profile_name), where)
     target, outputs = _profile_output(profiles, str(profile_name), target, env, where)
     source = _load_source(outputs[target], target, env, where, require_env)
 
