@@ -31,7 +31,7 @@ demo-down: ## stop the demo's MariaDB (make demo leaves it running for you to ex
 test: setup ## run the template's tests, the engine's suite and generated projects' suites
 	@# A generated project's `make setup` (make demo) installs its pinned engine over this one.
 	$(PY) -m pip install -q --no-deps -e engine
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not s3"
 
 test-s3: setup ## opt-in: the engine's s3a:// lake test against a local S3 server (642 MB of jars once)
 	$(PY) -m pip install -q 'moto[server]==5.2.5'
@@ -43,6 +43,7 @@ bench: setup ## measure snapshot, binlog catch-up and follow mode against a pymy
 lint: setup ## lint the template's code and the engine, type-check the engine (make test does too)
 	$(PY) -m ruff check hooks tests scripts engine
 	cd engine && $(PY) -m mypy
+	$(PY) -m pytest -q -p no:cacheprovider engine/tests/unit/test_import_rules.py
 
 clean: ## stop the demo source and remove build/ and .venv/
 	-[ -d $(BUILD)/demo-lakehouse ] && $(MAKE) -C $(BUILD)/demo-lakehouse source-down VENV=$(VENV)

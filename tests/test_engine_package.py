@@ -11,6 +11,9 @@ import pytest
 
 from .conftest import TEMPLATE
 
+# Bakes and runs whole suites or builds the engine: part of `make test`, not of plain `pytest`.
+pytestmark = pytest.mark.integration
+
 ENGINE = TEMPLATE / "engine"
 
 

@@ -12,6 +12,9 @@ import pytest
 
 from .conftest import TEMPLATE, run_cookiecutter
 
+# Bakes and runs whole suites or builds the engine: part of `make test`, not of plain `pytest`.
+pytestmark = pytest.mark.integration
+
 
 def bake(out: Path, **answers: str) -> Path:
     done = run_cookiecutter(out, **answers)

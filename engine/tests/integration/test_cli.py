@@ -19,7 +19,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, NumberFormatException
 
 from lakehouse_engine.errors import ConfigError, IngestError
-from lakehouse_engine.run.failures import translate
+from lakehouse_engine.failures import translate
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.sink import paths as lake

@@ -8,8 +8,8 @@ import pytest
 
 from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
 from lakehouse_engine.quality.reconcile import KeyDifference
-from lakehouse_engine.quality.repair import rewrite_keys
 from lakehouse_engine.run.pipeline import Pipeline
+from lakehouse_engine.run.repair import rewrite_keys
 from lakehouse_engine.sink import silver
 from lakehouse_engine.sink.history import current_rows
 from lakehouse_engine.tables import TableSpec

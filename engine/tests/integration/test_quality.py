@@ -13,9 +13,9 @@ import pytest
 
 from lakehouse_engine.quality.datadocs import external_references
 from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, VALUES_CHECK, run_checks
-from lakehouse_engine.quality.repair import repair_table
 from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.pipeline import Pipeline
+from lakehouse_engine.run.repair import repair_table
 from lakehouse_engine.run.results import RunStatus
 from lakehouse_engine.sink import deltalog
 from lakehouse_engine.source import embedded

@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 
 from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
 from lakehouse_engine.quality.reconcile import KeyDifference
-from lakehouse_engine.quality.repair import rewrite_keys
 from lakehouse_engine.run.pipeline import Pipeline
+from lakehouse_engine.run.repair import rewrite_keys
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.sink.silver import latest_per_key
 

@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
-from lakehouse_engine.quality.repair import repair_table
 from lakehouse_engine.run.pipeline import Pipeline
+from lakehouse_engine.run.repair import repair_table
 from lakehouse_engine.run.results import RunStatus
 from lakehouse_engine.tables import TableSpec
 

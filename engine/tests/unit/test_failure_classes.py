@@ -20,8 +20,8 @@ from lakehouse_engine.errors import (
     LakeUnavailableError,
     SourceUnavailableError,
 )
+from lakehouse_engine.failures import storage_error
 from lakehouse_engine.run import cli
-from lakehouse_engine.run.failures import storage_error
 from lakehouse_engine.snapshot.reader import task_error
 from lakehouse_engine.tables import TableSpec
 

@@ -4,7 +4,7 @@ the fix. The chains are the first lines S3A gave against an S3-compatible server
 from __future__ import annotations
 
 from lakehouse_engine.errors import ConfigError
-from lakehouse_engine.run.failures import hadoop_version, lake_config_error
+from lakehouse_engine.failures import hadoop_version, lake_config_error
 
 LAKE = "s3a://bucket/lake"
 LOG = f"{LAKE}/bronze/customers/_delta_log"

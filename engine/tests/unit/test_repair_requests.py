@@ -14,8 +14,8 @@ import fixture_project
 import pytest
 
 from lakehouse_engine.config.project import load_project
-from lakehouse_engine.quality.repair import RepairResult
 from lakehouse_engine.run.locks import TableBusy, locks_folder, table_locks
+from lakehouse_engine.run.repair import RepairResult
 from lakehouse_engine.run.repairs import (
     KIND,
     RepairServer,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,12 +22,12 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
+from .. import failures
 from ..config.defaults import DEFAULTS
 from ..config.project import Delivery, Layer, ProjectConfig, SchemaPolicy
 from ..errors import TABLE, FatalError, IngestError, SourceUnavailableError
 from ..logs import FILE_ONLY, PROGRESS
 from ..ops import Op
-from ..run import failures
 from ..sink import bronze, evolve, history
 from ..sink.silver import HELD_ROWS
 from ..snapshot.chunking import ChunkLocator, SortKeys, selected_key
@@ -36,6 +35,7 @@ from ..source import ddl as ddl_text
 from ..source.cascades import Cascade
 from ..source.connection import binlog_sizes, gtid_position_at, query
 from ..source.introspect import TableSchema, describe_table
+from ..source.serverids import ServerIds
 from ..source.typemap import binlog_converter, described_schema, row_converter, spark_schema
 from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.lakechange import Kind, LakeChange
@@ -569,10 +569,8 @@ class CatchUp:
 
 
 def server_id(config: ProjectConfig) -> int:
-    """The replica server id this process reads the binlog with: one of the project's range,
-    by pid, so two runs on one machine do not evict each other's dump thread."""
-    low, high = sorted(config.server_ids)  # a reversed pair must not make the range empty (division by zero)
-    return low + os.getpid() % (high - low + 1)
+    """The replica server id this process's own binlog reader uses (``source.serverids``)."""
+    return ServerIds.of(config.server_ids).own()
 
 
 def idle_advance_held(capture: TableCapture, target: BinlogPosition) -> bool:

@@ -31,10 +31,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from ..identifiers import quote_ident
 from ..ops import Op
 from ..sink import bronze
 from ..source.cascades import Cascade
-from ..source.connection import quote_ident
 from ..state.positions import BinlogPosition, sequence
 from .binlog import ParentChange
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +42,7 @@ from ..errors import DataQualityError, IngestError
 from ..sink import deltalog, history
 from ..source.connection import binlog_sizes, connection, qualified, query, start_consistent_snapshot
 from ..source.introspect import TableSchema, describe_table
+from ..source.serverids import ServerIds
 from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
@@ -364,10 +364,5 @@ def _binlog_between(config: ProjectConfig, counted_at: BinlogPosition, states: S
     start, stop = min(positions), max(positions)
     if start >= stop:
         return []
-    low, high = config.server_ids
-    # A replica id of its own (a second reader with the same id cuts the first one off): taken
-    # from the pid like an ingest's, but half the range away, so that runs started one after
-    # the other do not pick the same id.
-    server_id = low + (os.getpid() + (high - low + 1) // 2) % (high - low + 1)
-    source = BinlogSource(config.source, server_id, config.source.database, keys)
+    source = BinlogSource(config.source, ServerIds.of(config.server_ids).checks(), config.source.database, keys)
     return list(source.transactions(start, stop))

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import failures
 from ..config.defaults import DEFAULTS
 from ..config.project import PROJECT_FILE, Layer, ProjectConfig, load_project, peek_target_dir
 from ..errors import ConfigError, IngestError
 from ..logs import FILE_ONLY, is_file_only, is_progress
 from ..sink import paths as lake
-from . import failures, project
+from . import project
 from .results import MaintenanceResult, RunStatus, write_run_results
 
 log = logging.getLogger("lakehouse")

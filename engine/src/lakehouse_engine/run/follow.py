@@ -46,13 +46,13 @@ from typing import TypeVar
 
 import pymysql
 
+from .. import failures
 from ..config.defaults import DEFAULTS
 from ..config.project import SourceProfile
 from ..errors import IngestError, SourceUnavailableError
 from ..source.connection import binlog_sizes, connect, connection_error, current_position
 from ..state.positions import BinlogPosition, bytes_behind
 from ..tables import TableSpec
-from . import failures
 from .pipeline import Pipeline, TableResult, TablesFailed
 from .results import RunStatus
 

@@ -1,6 +1,6 @@
 """``repair``: each table repaired here, or by the ``follow`` that holds it, without stopping it.
 
-A table's repair needs its ingest lock (see ``quality.repair``). When a ``follow`` holds the
+A table's repair needs its ingest lock (see ``run.repair``). When a ``follow`` holds the
 lock, the repair is asked of it through ``run.requests``: the follow repairs the table between
 two cycles, on its own Spark session and pipeline, and answers; its capture then goes on. The
 requesting run starts no Spark of its own for that table. Should the follow stop before it
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config.project import ProjectConfig
-from ..quality.repair import RepairResult, repair_or_error
 from ..tables import TableSpec
 from .locks import UNKNOWN_HOLDER, TableBusy, locks_folder, table_locks
+from .repair import RepairResult, repair_or_error
 from .requests import Request, Requests
 from .results import RunStatus
 

@@ -31,8 +31,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError
+from ..identifiers import quote_ident
 from ..snapshot.arrows import arrow_schema, rows_to_batch
-from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
 from . import columnmap, deltafiles, deltalog, schemacommit

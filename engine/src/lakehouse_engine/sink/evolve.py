@@ -28,8 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError
+from ..identifiers import quote_ident
 from ..ops import Op
-from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, sequence

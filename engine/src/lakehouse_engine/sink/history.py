@@ -28,8 +28,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from ..identifiers import quote_ident
 from ..ops import Op
-from ..source.connection import quote_ident
 from .bronze import META_COLUMNS
 
 HISTORY_META = ("_end_seq", "_valid_from", "_valid_to", "_is_current")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from ..source.connection import quote_ident
+from ..identifiers import quote_ident
 from ..tables import Layout
 from . import deltalog
 

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import SparkSession
 
-from ..source.connection import quote_ident
+from ..identifiers import quote_ident
 from ..state.lakechange import Kind, LakeChange
 from . import columnmap, deltafiles
 

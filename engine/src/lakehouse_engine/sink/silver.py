@@ -53,8 +53,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError, ConfigError, FatalError
+from ..identifiers import quote_ident
 from ..ops import Op
-from ..source.connection import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
 from . import bronze, columnmap, deltafiles, deltalog, dvmerge, evolve, history

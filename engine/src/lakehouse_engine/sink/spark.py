@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
-from ..run.failures import note_interrupt
+from ..failures import note_interrupt
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
     from pyspark.sql import SparkSession

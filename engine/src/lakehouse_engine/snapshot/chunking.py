@@ -12,7 +12,6 @@ import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -20,21 +19,12 @@ import pymysql
 
 from ..source.connection import qualified, query, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
+from ..state.chunks import Chunk, KeyValue  # checkpoints hold chunks: state owns the type
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 # An even chunk may hold this many times chunk_size rows before it is split further.
 OVERSIZE = 2
-KeyValue = tuple[Any, ...]
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")  # charset/collation names are spliced into SQL
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Rows with ``start <= key < end``; ``None`` means unbounded on that side."""
-
-    index: int
-    start: KeyValue | None
-    end: KeyValue | None
 
 
 def chunks_from_boundaries(boundaries: Sequence[KeyValue]) -> list[Chunk]:

@@ -34,6 +34,7 @@ from ..errors import FatalError, SourceUnavailableError
 from ..ops import Op
 from ..source.connection import connection, current_position
 from ..source.introspect import TableSchema
+from ..source.serverids import FIRST_TASK, ServerIds
 from ..source.typemap import row_converter
 from ..state.positions import BinlogPosition
 from .arrows import rows_to_batch
@@ -62,10 +63,9 @@ class Window:
 
     def for_task(self, slot: int, server_ids: tuple[int, int]) -> Window:
         """This window for the ``slot``-th task of a batch: its own server id from the range,
-        past the one the run's own binlog reader took (``self.server_id``)."""
-        low, high = server_ids
-        size = high - low + 1
-        return replace(self, server_id=low + (self.server_id - low + 1 + slot) % size)
+        past the one the run's own binlog reader took (``self.server_id``; ``source.serverids``)."""
+        ids = ServerIds.of(server_ids)
+        return replace(self, server_id=ids.at(FIRST_TASK + slot, pid=self.server_id - ids.low))
 
 
 # How much older than the batch a low watermark is. A transaction can be in the binlog while the

@@ -16,6 +16,7 @@ import pymysql.cursors
 
 from ..config.project import SourceProfile
 from ..errors import ConfigError, IngestError, PreflightError, SourceUnavailableError
+from ..identifiers import quote_ident
 from ..state.positions import BinlogPosition
 
 ACCESS_DENIED = {1045, 1698}  # the login itself: user or password
@@ -31,11 +32,6 @@ GRANTS = ("GRANT the ingest user SELECT ON the source database and REPLICATION S
           "(BINLOG MONITOR on MariaDB) ON *.*, then run again (`make debug` checks the grants)")
 # A driver error as a Spark task's traceback prints it: pymysql.err.OperationalError: (2013, '...')
 _DRIVER_ERROR_TEXT = re.compile(r"pymysql\.err\.(\w+): \((\d+), ['\"](.*?)['\"]\)")
-
-
-def quote_ident(name: str) -> str:
-    """Quote an identifier for MySQL: backticks, with embedded backticks doubled."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def literal_percent(sql: str) -> str:

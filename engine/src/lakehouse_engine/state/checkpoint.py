@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from ..snapshot.chunking import Chunk
+from .chunks import Chunk
 from .lakechange import LakeChange
 from .positions import BinlogPosition
 from .values import decode_key, encode_key

@@ -34,7 +34,8 @@ from pyspark.sql import SparkSession
 from ..config.project import Layer, ProjectConfig
 from ..errors import FatalError
 from ..ops import Op
-from ..run.results import RunStatus
+from ..quality.dq import Compared, NotComparable, compare_with_source, compares_values, silver_state
+from ..quality.reconcile import KeyDifference
 from ..sink import bronze, silver
 from ..source.connection import (
     connection,
@@ -48,8 +49,7 @@ from ..source.introspect import TableSchema
 from ..source.typemap import row_converter, select_list, spark_schema
 from ..state.positions import BinlogPosition, sequence
 from ..tables import TableSpec
-from .dq import Compared, NotComparable, compare_with_source, compares_values, silver_state
-from .reconcile import KeyDifference
+from .results import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def repair_table(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: 
 
 def _catch_up(ingest: Any, spec: TableSpec) -> None:
     """Ingest ``spec``; its own error (not the run's summary of it) when it fails."""
-    from ..run.pipeline import TablesFailed
+    from .pipeline import TablesFailed
 
     try:
         ingest([spec])

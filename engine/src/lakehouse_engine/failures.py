@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import ConfigError, IngestError, LakeDamagedError, LakeUnavailableError
-from ..source.connection import driver_error
+from .errors import ConfigError, IngestError, LakeDamagedError, LakeUnavailableError
+from .source.connection import driver_error
 
-ENGINE_DIR = Path(__file__).resolve().parents[1]
+ENGINE_DIR = Path(__file__).resolve().parent
 # Frames of these modules handle errors; the operation that failed is further in.
 _NOT_OPERATIONS = {"cli.py", "failures.py"}
 _CALL = re.compile(r"while calling (?:[oz]\d*[.:])?([\w.$]+)\.\s*$")
