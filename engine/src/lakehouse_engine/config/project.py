@@ -450,6 +450,8 @@ def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
 
 def _positive_number(value: Any, name: str) -> float:
     try:
+        if isinstance(value, bool):  # float(True) is 1.0
+            raise TypeError
         number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{PROJECT_FILE}: {name} must be a number", setting=name) from None
@@ -459,6 +461,10 @@ def _positive_number(value: Any, name: str) -> float:
 
 
 def _positive_int(value: Any, name: str, where: str = PROJECT_FILE) -> int:
+    # int() would take true as 1 and 1.5 as 1: a setting of the wrong kind is refused instead.
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not whole and not (isinstance(value, str) and value.strip().isdigit()):
+        raise ConfigError(f"{where}: {name} is {value!r}; it must be a whole number", setting=name)
     try:
         number = int(value)
     except (TypeError, ValueError):

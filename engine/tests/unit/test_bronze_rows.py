@@ -1,0 +1,38 @@
+"""How a binlog change becomes a bronze row: its values, then ``_op``, and a ``_seq`` made of
+the event's end position and the row's index in the event, so that two rows of one event (a
+key change's delete and update) keep their order; then the event's file and offset."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from lakehouse_engine.cdc.binlog import RowChange
+from lakehouse_engine.cdc.capture import CatchUp, RetryPolicy, TableCapture
+from lakehouse_engine.ops import Op
+from lakehouse_engine.sink import bronze
+from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
+from lakehouse_engine.source.typemap import row_converter
+from lakehouse_engine.state.checkpoint import Checkpoint, Phase
+from lakehouse_engine.state.positions import BinlogPosition, sequence
+from lakehouse_engine.tables import TableSpec
+
+SCHEMA = TableSchema("db", "t", (ColumnInfo("id", "int", "int(11)", False),
+                                 ColumnInfo("note", "varchar", "varchar(8)", True)), ("id",))
+END = BinlogPosition("mysql-bin.000007", 1234)
+
+
+def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
+    capture = TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
+                           END, None, row_converter(SCHEMA, "binlog"))
+    catch_up = CatchUp(None, None, "run-1", RetryPolicy())  # type: ignore[arg-type]  # no Spark, no config used
+    changes = [RowChange("t", Op.DELETE, {"id": 1, "note": "a"}, END, 1, 1_700_000_000),
+               RowChange("t", Op.UPDATE, {"id": 2, "note": "b"}, END, 2, 1_700_000_000)]
+    rows = [catch_up._bronze_row(capture, c) for c in changes]
+    meta = bronze.META_COLUMNS
+    first, second = (dict(zip(("id", "note", *meta), row, strict=True)) for row in rows)
+    assert (first["_op"], first["_seq"]) == ("d", sequence(END, 1))
+    assert (second["_op"], second["_seq"]) == ("u", sequence(END, 2))
+    assert first["_seq"] < second["_seq"] and (first["id"], second["id"]) == (1, 2)
+    assert (first["_source_file"], first["_source_pos"]) == ("mysql-bin.000007", 1234)
+    assert first["_source_ts"] == dt.datetime.fromtimestamp(1_700_000_000, dt.UTC)
+    assert (first["_run_id"], first["_batch"]) == ("run-1", 42)  # the batch the catch-up commits next
