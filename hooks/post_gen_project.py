@@ -56,7 +56,7 @@ def main() -> int:
         vendor(engine, project, version, commit)
     else:
         (project / "requirements.txt").write_text(
-            "# The ingestion engine, pinned: upgrading is changing this line (README: Upgrading the engine).\n"
+            "# The ingestion engine, pinned: upgrading is changing this line (README: The engine).\n"
             f"# lakehouse-engine {version}, template commit {commit or 'uncommitted'}\n"
             f"lakehouse-engine @ {engine_source(ANSWERS['_template'], engine, commit)}\n")
     saved = {k: v for k, v in ANSWERS.items() if not k.startswith("__") and k not in MACHINE_PATHS}
