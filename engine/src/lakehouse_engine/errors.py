@@ -7,6 +7,8 @@ host, port and user only.
 
 from __future__ import annotations
 
+from typing import Any
+
 # Stands for the table in the message of an error raised for several tables at once (by the
 # binlog stream, which serves them all); ``IngestError.for_table`` puts in each one's name.
 TABLE = "<table>"
@@ -43,7 +45,7 @@ class IngestError(Exception):
         found = {"table": self.table, "setting": self.setting, "position": self.position}
         return {"category": self.category, **{k: v for k, v in found.items() if v is not None}}
 
-    def __reduce__(self):  # keep the fields across pickling (errors of the binlog reader process)
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the fields across pickling (errors of the binlog reader process)
         return (_rebuild, (type(self), str(self), self.table, self.setting, self.position))
 
 

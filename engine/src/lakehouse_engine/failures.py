@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from .errors import ConfigError, IngestError, LakeDamagedError, LakeUnavailableError
 from .source.connection import driver_error
@@ -259,7 +260,7 @@ def _lake(lake_root: str | None) -> str:
     return f"lake_root {lake_root}" if lake_root else "the lake"
 
 
-def _java_causes(throwable, limit: int = 16) -> tuple[str, ...]:
+def _java_causes(throwable: Any, limit: int = 16) -> tuple[str, ...]:
     """First lines along a Java exception's cause chain (each step asks the JVM)."""
     from py4j.protocol import Py4JError
 

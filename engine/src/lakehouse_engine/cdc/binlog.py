@@ -113,7 +113,7 @@ class UnknownTableIdError(FatalError):
     """A rows event names a table id no TableMapEvent of its transaction announced."""
 
 
-class _TableMap(dict):
+class _TableMap(dict[int, Any]):
     """The library's table-id map, with a loud miss: the library treats a missing id as "filtered"
     and drops the rows; a ``KeyError`` subclass would be swallowed the same way, so this raises
     an error the library does not catch."""

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 import pymysql
@@ -63,7 +64,7 @@ class RetryPolicy:
     read_timeout_s: float = DEFAULTS.binlog_read_timeout_s
 
     def backoff(self, attempt: int) -> float:
-        return min(self.max_backoff_s, self.first_backoff_s * 2 ** (attempt - 1))
+        return float(min(self.max_backoff_s, self.first_backoff_s * 2 ** (attempt - 1)))
 
 
 @dataclass
@@ -75,11 +76,11 @@ class TableCapture:
     checkpoint: Checkpoint
     start: BinlogPosition  # changes at or before this are already in bronze
     locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
-    convert: Callable[[dict], tuple]
+    convert: Callable[[dict[str, Any]], tuple[Any, ...]]
     # Follow mode: a catch-up that found none of this table's rows may leave its checkpoint
     # where it is (see ``CatchUp._flush``) instead of committing an empty batch.
     hold_idle: bool = False
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
     failure: IngestError | None = None
     binlog_rows: int = 0
     # The bronze batches committed by this catch-up since silver last took them, as written (at
@@ -158,7 +159,8 @@ def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[Ro
     return [c for c in changes if id(c) not in stale]
 
 
-def read_with(capture: TableCapture, keys: Sequence[tuple], positions: Sequence[BinlogPosition]) -> list[bool]:
+def read_with(capture: TableCapture, keys: Sequence[tuple[Any, ...]],
+              positions: Sequence[BinlogPosition]) -> list[bool]:
     """For each key (values of the key columns), whether its chunk's snapshot read holds the
     change at the position beside it: the chunk was read at or after it, or is still to be read."""
     progress = capture.checkpoint.snapshot
@@ -454,7 +456,7 @@ class CatchUp:
             added += len(new_rows)
         return added
 
-    def _bronze_row(self, capture: TableCapture, change: RowChange) -> tuple:
+    def _bronze_row(self, capture: TableCapture, change: RowChange) -> tuple[Any, ...]:
         if capture.project:
             change = replace(change, values={n: change.values.get(n) for n in capture.schema.column_names})
         if len(change.values) != len(capture.schema.columns) or any(
@@ -466,7 +468,7 @@ class CatchUp:
         return (*values, *self._meta(capture, change.op, change.position, change.row_index, change.timestamp))
 
     def _meta(self, capture: TableCapture, op: Op, position: BinlogPosition, row_index: int,
-              timestamp: int) -> tuple:
+              timestamp: int) -> tuple[Any, ...]:
         """The bronze meta columns (``bronze.META_FIELDS``) of a change."""
         return (
             op,
@@ -484,7 +486,7 @@ class CatchUp:
         pending, capture.pending = capture.pending, []
         schema = capture.schema
         convert = {c.name: binlog_converter(c) for c in schema.columns}
-        wanted: dict[Cascade, set[tuple]] = {}
+        wanted: dict[Cascade, set[tuple[Any, ...]]] = {}
         for p in pending:
             old = tuple(cascading.normal(convert[c](p.change.before[pc]))
                         for c, pc in zip(p.cascade.columns, p.cascade.parent_columns, strict=True))

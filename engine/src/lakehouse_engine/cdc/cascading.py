@@ -43,7 +43,7 @@ DELETE, SET_NULL, SET_NEW = "delete", "set null", "set new"
 
 Key = tuple[Any, ...]
 # (op, parent change, row index at its position) -> the bronze meta columns of a derived row.
-Meta = Callable[[Op, ParentChange, int], tuple]
+Meta = Callable[[Op, ParentChange, int], tuple[Any, ...]]
 # (keys, position) -> for each key, whether its snapshot chunk already holds what a change at
 # ``position`` does (or will, once read): such keys get no derived row.
 Stale = Callable[[Sequence[Key], BinlogPosition], Sequence[bool]]
@@ -105,7 +105,7 @@ class ChildState:
     def __post_init__(self) -> None:
         self._key_at = [self.columns.index(k) for k in self.key]
         self._refs_at = {c: [self.columns.index(col) for col in c.columns] for c in self.cascades}
-        self.rows: dict[Key, tuple | None] = {}
+        self.rows: dict[Key, tuple[Any, ...] | None] = {}
         self.refs: dict[Cascade, dict[Key, set[Key]]] = {c: defaultdict(set) for c in self.cascades}
 
     def key_of(self, data: Sequence[Any]) -> Key:
@@ -114,7 +114,7 @@ class ChildState:
     def references(self, cascade: Cascade, data: Sequence[Any]) -> Key:
         return tuple(normal(data[i]) for i in self._refs_at[cascade])
 
-    def place(self, key: Key, data: tuple | None) -> None:
+    def place(self, key: Key, data: tuple[Any, ...] | None) -> None:
         old = self.rows.get(key)
         if old is not None:
             for cascade, refs in self.refs.items():
@@ -129,7 +129,7 @@ class ChildState:
     def referencing(self, cascade: Cascade, value: Key) -> list[Key]:
         return _sorted(self.refs[cascade].get(value, ()))
 
-    def changed(self, cascade: Cascade, data: tuple, new: Key | None) -> tuple:
+    def changed(self, cascade: Cascade, data: tuple[Any, ...], new: Key | None) -> tuple[Any, ...]:
         """``data`` with the cascade's columns set to ``new`` (None: NULL)."""
         values = list(data)
         for n, i in enumerate(self._refs_at[cascade]):
@@ -137,9 +137,9 @@ class ChildState:
         return tuple(values)
 
 
-def derive(columns: Sequence[str], key: Sequence[str], current: Iterable[tuple], batch: Sequence[tuple],
-           pending: Sequence[Pending], convert: Mapping[str, Callable[[Any], Any]], meta: Meta,
-           stale: Stale | None = None) -> list[tuple]:
+def derive(columns: Sequence[str], key: Sequence[str], current: Iterable[tuple[Any, ...]],
+           batch: Sequence[tuple[Any, ...]], pending: Sequence[Pending], convert: Mapping[str, Callable[[Any], Any]],
+           meta: Meta, stale: Stale | None = None) -> list[tuple[Any, ...]]:
     """The bronze rows the ``pending`` cascades derive, in binlog order.
 
     ``current``: the data columns of bronze's newest row of each key that may reference a
@@ -156,7 +156,7 @@ def derive(columns: Sequence[str], key: Sequence[str], current: Iterable[tuple],
     seq_at = width + 1  # bronze.META_COLUMNS: _op, _seq, ...
     rows = iter(batch)
     row = next(rows, None)
-    derived: list[tuple] = []
+    derived: list[tuple[Any, ...]] = []
     index: dict[BinlogPosition, int] = defaultdict(int)
     for p in pending:
         at = sequence(p.change.position, 0)
@@ -188,7 +188,7 @@ def derive(columns: Sequence[str], key: Sequence[str], current: Iterable[tuple],
 
 
 def candidates(spark: SparkSession, path: str, columns: Sequence[str], key: Sequence[str],
-               values: Mapping[Cascade, set[Key]]) -> list[tuple]:
+               values: Mapping[Cascade, set[Key]]) -> list[tuple[Any, ...]]:
     """The data columns (in ``columns``' order) of bronze's newest row of every key that has a row
     referencing one of ``values`` (per cascade, in lake form), unless that newest row is a delete.
     One query, whatever the number of values; a table not written yet has none."""

@@ -19,7 +19,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import SourceUnavailableError
 
@@ -114,7 +114,7 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue, group_weight: int,
+def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue[Any], group_weight: int,
              weight: Callable[[T], int], parent: int, niceness: int) -> None:
     """The child process: read, send groups of items, then an end marker or the error."""
     if niceness:

@@ -207,7 +207,8 @@ def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefiniti
 
 def _saved_suite(context: AbstractDataContext, suite: ExpectationSuite) -> ExpectationSuite:
     """The stored suite when it holds the same expectations as ``suite``, else ``suite`` saved."""
-    return _saved(context.suites, suite, lambda stored: _shape(stored) == _shape(suite))
+    saved: ExpectationSuite = _saved(context.suites, suite, lambda stored: _shape(stored) == _shape(suite))
+    return saved
 
 
 def _shape(suite: ExpectationSuite) -> list[dict[str, Any]]:

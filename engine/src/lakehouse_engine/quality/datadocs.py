@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,8 @@ def _static_rows(match: re.Match[str]) -> str:
     return f"<thead><tr>{head}</tr></thead><tbody>{''.join(_row(columns, r) for r in rows)}</tbody>"
 
 
-def _sort_key(columns: Sequence[Mapping[str, Any]], options: Mapping[str, Any]):
+def _sort_key(columns: Sequence[Mapping[str, Any]],
+              options: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], tuple[int, Any]]:
     field = options.get("sortName")
     by = next((c.get("sortName", field) for c in columns if c.get("field") == field), field)
 

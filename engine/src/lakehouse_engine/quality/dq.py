@@ -148,7 +148,7 @@ def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, tabl
     return counted - net if silver.position <= counted_at else counted + net
 
 
-def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec]) -> list:
+def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec]) -> list[Any]:
     """Check every table; a table that cannot be compared fails its check (with the reason) and
     the others are still checked. Reads the lake and the source, writes only ``gx/``."""
     from .checks import CheckOutcome, QualityResult, run_quality_checks  # GX is slow to import
@@ -227,11 +227,11 @@ def compares_values(spec: TableSpec) -> bool:
 
 
 def changed_keys(transactions: Iterable[Transaction], table: str, low: BinlogPosition, high: BinlogPosition,
-                 schema: TableSchema) -> list[tuple]:
+                 schema: TableSchema) -> list[tuple[Any, ...]]:
     """The keys of ``table`` changed between ``low`` and ``high``, as silver stores them (both
     the old and the new key of a key-changing update), in binlog order without repeats."""
     key = [(binlog_converter(c), c.name) for c in schema.key_columns]
-    seen: dict[tuple, None] = {}
+    seen: dict[tuple[Any, ...], None] = {}
     for transaction in transactions:
         if low < transaction.end <= high:
             for change in transaction.changes:
@@ -296,7 +296,7 @@ def purged_positions(conn: Any, states: Mapping[str, SilverState]) -> dict[str, 
 
 
 def _reconciled(conn: Any, spark: SparkSession, side: SourceSide, silver: DataFrame,
-                changed: Sequence[tuple], drilled: int) -> Reconciliation:
+                changed: Sequence[tuple[Any, ...]], drilled: int) -> Reconciliation:
     try:
         return reconcile(conn, spark, side, silver, changed, drilled=drilled)
     except AnalysisException as exc:  # e.g. a column the source has and silver has not
@@ -320,7 +320,7 @@ def _unique_key(table: str, uniqueness: KeyUniqueness) -> UniqueKey:
     return UniqueKey(uniqueness.checked_columns, notes, failure)
 
 
-def _in_order(specs: Sequence[TableSpec], results: list) -> list:
+def _in_order(specs: Sequence[TableSpec], results: list[Any]) -> list[Any]:
     order = {s.name: i for i, s in enumerate(specs)}
     return sorted(results, key=lambda r: order[r.table])
 

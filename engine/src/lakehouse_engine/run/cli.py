@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import failures
 from ..config.defaults import DEFAULTS
@@ -36,6 +36,13 @@ from ..logs import FILE_ONLY, is_file_only, is_progress
 from ..sink import paths as lake
 from . import project
 from .results import MaintenanceResult, RunStatus, write_run_results
+
+if TYPE_CHECKING:  # the CLI imports Spark and the pipeline only for the commands that use them
+    from pyspark.sql import SparkSession
+
+    from ..tables import TableSpec
+    from .pipeline import Pipeline
+    from .repair import RepairResult
 
 log = logging.getLogger("lakehouse")
 
@@ -391,19 +398,19 @@ class RunLog:
         return record.name.startswith(("lakehouse", self.package))
 
 
-def _specs(args: argparse.Namespace, package: str):
+def _specs(args: argparse.Namespace, package: str) -> list[TableSpec]:
     from ..config.selection import select_tables
 
     return select_tables(_all_specs(package), args.select, args.exclude, package)
 
 
-def _all_specs(package: str):
+def _all_specs(package: str) -> dict[str, TableSpec]:
     from ..tables import discover
 
     return discover(importlib.import_module(f"{package}.tables"))
 
 
-def _lake_spark(config: ProjectConfig, *, long_running: bool = False, before_spark: Any = None):
+def _lake_spark(config: ProjectConfig, *, long_running: bool = False, before_spark: Any = None) -> SparkSession:
     """Spark for a command that writes the lake: the lake checked writable first (and
     ``before_spark()`` run, e.g. the source's preflight, to fail fast before Spark takes seconds
     to start), then its file system checked through Spark."""
@@ -417,7 +424,8 @@ def _lake_spark(config: ProjectConfig, *, long_running: bool = False, before_spa
     return spark
 
 
-def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = False):
+def _pipeline(config: ProjectConfig, invocation: str, *,
+              long_running: bool = False) -> tuple[SparkSession, Pipeline]:
     """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader."""
     from ..cdc.feed import BinlogFeed
     from ..source.connection import connection
@@ -432,7 +440,8 @@ def _pipeline(config: ProjectConfig, invocation: str, *, long_running: bool = Fa
     return spark, Pipeline(config, spark, invocation, feed=BinlogFeed() if long_running else None)
 
 
-def cmd_ingest(args, config, package, invocation, started) -> int:
+def cmd_ingest(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from .locks import locks_folder, table_locks
     from .pipeline import TablesFailed
 
@@ -450,7 +459,8 @@ def cmd_ingest(args, config, package, invocation, started) -> int:
     return 1 if failed else 0
 
 
-def cmd_follow(args, config, package, invocation, started) -> int:
+def cmd_follow(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..cdc import capture
     from .follow import Follower, FollowOptions, NewTables, SourceLink, stop_requests
     from .locks import locks_folder, table_locks
@@ -480,7 +490,7 @@ def cmd_follow(args, config, package, invocation, started) -> int:
     return 1 if failed else 0
 
 
-def _print_results(results, log_format: str = "text") -> list:
+def _print_results(results: Sequence[Any], log_format: str = "text") -> list[Any]:
     """One line per table on stdout, each failure's line on stderr; returns the failed ones."""
     for r in results:
         if r.status == RunStatus.SUCCESS:
@@ -511,7 +521,8 @@ def _file_only(logger: logging.Logger, message: str) -> Iterator[None]:
         logger.removeFilter(mark)
 
 
-def cmd_dq(args, config, package, invocation, started) -> int:
+def cmd_dq(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..quality.dq import run_checks
 
     specs = _specs(args, package)
@@ -536,7 +547,8 @@ def cmd_dq(args, config, package, invocation, started) -> int:
     return 0
 
 
-def _finish_tables(args, config, command: str, invocation: str, started: dt.datetime, results: list) -> int:
+def _finish_tables(args: argparse.Namespace, config: ProjectConfig, command: str, invocation: str,
+                   started: dt.datetime, results: list[Any]) -> int:
     """The end of a per-table command: each failed table's line on stderr, ``run_results.json``
     (status error when a table erred, fail when only checks failed), and the exit code."""
     failed = [r for r in results if r.status != RunStatus.SUCCESS]
@@ -551,12 +563,13 @@ def _finish_tables(args, config, command: str, invocation: str, started: dt.date
     return 1 if failed else 0
 
 
-def cmd_repair(args, config, package, invocation, started) -> int:
+def cmd_repair(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from .repairs import Waiting, repair_here, repair_tables
 
-    local: list = []
+    local: list[Pipeline] = []
 
-    def pipeline():  # Spark starts only for a table repaired here, not by a follow
+    def pipeline() -> Pipeline:  # Spark starts only for a table repaired here, not by a follow
         if not local:
             local.append(_pipeline(config, invocation)[1])
         return local[0]
@@ -570,7 +583,7 @@ def cmd_repair(args, config, package, invocation, started) -> int:
     return _finish_tables(args, config, "repair", invocation, started, results)
 
 
-def _print_repair(result) -> None:
+def _print_repair(result: RepairResult) -> None:
     if result.status == RunStatus.ERROR:
         print(f"{result.table:<24} ERROR  see below")
     elif result.keys_found == 0:
@@ -583,7 +596,8 @@ def _print_repair(result) -> None:
         print(f"    after:  {result.after}")
 
 
-def cmd_rebuild(args, config, package, invocation, started) -> int:
+def cmd_rebuild(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import silver
     from .locks import locks_folder, table_locks
@@ -609,7 +623,7 @@ def cmd_rebuild(args, config, package, invocation, started) -> int:
     return _finish_tables(args, config, "rebuild", invocation, started, results)
 
 
-def _lake_key(spark, config: ProjectConfig, spec) -> tuple[str, ...]:
+def _lake_key(spark: SparkSession, config: ProjectConfig, spec: TableSpec) -> tuple[str, ...]:
     """The key bronze was written with: its checkpoint's, else the table module's (no source needed)."""
     from ..sink import bronze
 
@@ -625,7 +639,8 @@ def _lake_key(spark, config: ProjectConfig, spec) -> tuple[str, ...]:
         return describe_table(conn, config.source.database, spec.source_table).key
 
 
-def cmd_maintain(args, config, package, invocation, started) -> int:
+def cmd_maintain(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..cdc.capture import as_table_error
     from ..sink import bronze, maintenance
     from .locks import locks_folder, table_locks
@@ -656,7 +671,8 @@ def cmd_maintain(args, config, package, invocation, started) -> int:
     return _finish_tables(args, config, "maintain", invocation, started, results)
 
 
-def cmd_status(args, config, package, invocation, started) -> int:
+def cmd_status(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from . import status
 
     specs = _specs(args, package)
@@ -681,7 +697,7 @@ def _is_local(lake_root: str) -> bool:
     return lake_root.startswith("/") or lake_root.startswith("file:")
 
 
-def _states_through_spark(config: ProjectConfig, tables: Sequence[str]) -> list:
+def _states_through_spark(config: ProjectConfig, tables: Sequence[str]) -> list[Any]:
     from ..sink import bronze, silver
     from ..sink.spark import get_spark
     from . import status
@@ -724,7 +740,8 @@ def _source_lags(config: ProjectConfig, states: Sequence[Any]) -> tuple[dict[str
     return lags, f"source binlog head: {head}"
 
 
-def cmd_list(args, config, package, invocation, started) -> int:
+def cmd_list(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     specs = _specs(args, package)
     print(f"{'table':<24} {'source table':<24} tags")
     for spec in specs:
@@ -732,7 +749,8 @@ def cmd_list(args, config, package, invocation, started) -> int:
     return 0
 
 
-def cmd_validate(args, config, package, invocation, started) -> int:
+def cmd_validate(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     specs = _all_specs(package)
     print(f"{config.root / PROJECT_FILE}: ok (target {config.target}, lake {config.lake_root})")
     print(f"{len(specs)} table module(s): {', '.join(sorted(specs)) or 'none'}")
@@ -741,7 +759,8 @@ def cmd_validate(args, config, package, invocation, started) -> int:
     return 0
 
 
-def cmd_debug(args, config, package, invocation, started) -> int:
+def cmd_debug(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from .debug import Outcome, run_checks
 
     failed = 0
@@ -752,7 +771,8 @@ def cmd_debug(args, config, package, invocation, started) -> int:
     return 1 if failed else 0
 
 
-def cmd_add_table(args, config, package, invocation, started) -> int:
+def cmd_add_table(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..source.cascades import find_cascades
     from ..source.connection import connection
     from ..source.introspect import describe_table
@@ -772,7 +792,8 @@ def cmd_add_table(args, config, package, invocation, started) -> int:
     return 0
 
 
-def cmd_source(args, config, package, invocation, started) -> int:
+def cmd_source(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..source import embedded
 
     source = config.source
@@ -806,7 +827,8 @@ def cmd_source(args, config, package, invocation, started) -> int:
     return 0
 
 
-def cmd_spark_check(args, config, package, invocation, started) -> int:
+def cmd_spark_check(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from ..sink.spark import delta_artifact, get_spark
 
     spark = get_spark(config)
@@ -815,7 +837,8 @@ def cmd_spark_check(args, config, package, invocation, started) -> int:
     return 0
 
 
-def cmd_eject(args, config, package, invocation, started) -> int:
+def cmd_eject(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
+        started: dt.datetime) -> int:
     from .eject import eject
 
     for line in eject(args.project_dir.resolve()):

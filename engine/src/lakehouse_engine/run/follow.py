@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import TypeVar
 
 import pymysql
@@ -351,7 +352,7 @@ def stop_requests() -> Iterator[threading.Event]:
     stop = threading.Event()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    def on_signal(signum: int, frame) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and stop.is_set():
             interrupt = previous[signal.SIGINT]
             if callable(interrupt):

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
@@ -35,7 +36,7 @@ class TableBusy(ConfigError):
         self.pid = pid
         self.command = command
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (TableBusy, (self.table, self.pid, self.command))
 
 

@@ -175,7 +175,7 @@ def rewrite_keys(config: ProjectConfig, spark: SparkSession, spec: TableSpec, sc
     batch = checkpoint.batch + 1
     now = dt.datetime.now(dt.UTC)
 
-    def meta(op: Op, index: int) -> tuple:
+    def meta(op: Op, index: int) -> tuple[Any, ...]:
         # Above index 0, which snapshot rows read at this same position carry (a table unchanged
         # since its snapshot has W as its watermark): silver applies only a newer _seq. Deletes
         # before re-reads: if a key is listed both ways (one key spelled two ways, say), the
@@ -196,7 +196,8 @@ def rewrite_keys(config: ProjectConfig, spark: SparkSession, spec: TableSpec, sc
     return batch, watermark, len(rows), len(gone)
 
 
-def read_keys(config: ProjectConfig, schema: TableSchema, keys: Sequence[tuple]) -> tuple[BinlogPosition, list[tuple]]:
+def read_keys(config: ProjectConfig, schema: TableSchema,
+              keys: Sequence[tuple[Any, ...]]) -> tuple[BinlogPosition, list[tuple[Any, ...]]]:
     """The source rows of ``keys`` (canonical tuples, like the snapshot's) in one read view,
     and the binlog position of that view."""
     convert = row_converter(schema, "select")

@@ -88,7 +88,7 @@ class Requests:
         except FileNotFoundError:
             return None
         path.unlink(missing_ok=True)
-        return outcome
+        return outcome if isinstance(outcome, dict) else None
 
     def withdraw(self, request: Request) -> bool:
         """Take the request back; False when the follow had already started it."""

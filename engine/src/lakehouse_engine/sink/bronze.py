@@ -94,7 +94,7 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
         raise concurrent_bronze_write(checkpoint)
 
 
-def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple], schema: T.StructType,
+def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]], schema: T.StructType,
                 checkpoint: Checkpoint) -> pa.Table:
     """:func:`append` for rows in the driver's memory (canonical tuples in ``schema``'s order);
     returns them as the Arrow table that was committed.
@@ -144,7 +144,7 @@ def commit_files(spark: SparkSession, path: str, files: Sequence[deltafiles.Data
         deltafiles.append_files(spark, path, files, app_id=f"bronze:{checkpoint.table}",
                                 version=checkpoint.batch, user_metadata=checkpoint.to_json(),
                                 physical=physical)
-    except (deltafiles.AlreadyCommitted, deltafiles.StaleColumns):
+    except (deltafiles.AlreadyCommitted, columnmap.StaleColumns):
         raise concurrent_bronze_write(checkpoint) from None
     except (CapturedException, Py4JJavaError) as exc:
         if not is_commit_conflict(exc):

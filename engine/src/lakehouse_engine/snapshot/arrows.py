@@ -29,7 +29,7 @@ def columns_to_batch(columns: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def rows_to_batch(rows: Sequence[tuple], schema: pa.Schema) -> pa.RecordBatch:
+def rows_to_batch(rows: Sequence[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
     """One batch from row tuples (each in ``schema``'s field order)."""
     if not rows:
         return pa.RecordBatch.from_pylist([], schema=schema)

@@ -19,7 +19,8 @@ import pymysql
 
 from ..source.connection import qualified, query, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
-from ..state.chunks import Chunk, KeyValue  # checkpoints hold chunks: state owns the type
+from ..state.chunks import Chunk as Chunk  # re-exported: checkpoints hold chunks, state owns the type
+from ..state.chunks import KeyValue as KeyValue
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 # An even chunk may hold this many times chunk_size rows before it is split further.

@@ -16,7 +16,7 @@ import pymysql.cursors
 
 from ..config.project import SourceProfile
 from ..errors import ConfigError, IngestError, PreflightError, SourceUnavailableError
-from ..identifiers import quote_ident
+from ..identifiers import quote_ident as quote_ident  # re-exported: the source's SQL quotes with it
 from ..state.positions import BinlogPosition
 
 ACCESS_DENIED = {1045, 1698}  # the login itself: user or password
@@ -159,7 +159,7 @@ def connection(profile: SourceProfile, **kwargs: Any) -> Iterator[pymysql.connec
         conn.close()
 
 
-def query(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[tuple]:
+def query(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
     with conn.cursor() as cur:
         cur.execute(sql, args)
         return list(cur.fetchall())
@@ -169,11 +169,11 @@ KEYS_PER_QUERY = 500  # key tuples per IN list
 
 
 def query_keys(conn: pymysql.connections.Connection, head: str, width: int,
-               keys: Sequence[tuple[Any, ...]]) -> list[tuple]:
+               keys: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Rows of ``head`` (``SELECT ... WHERE (key columns) IN``, its ``%`` doubled) for ``keys``
     (tuples of ``width`` values), asked in batches of ``KEYS_PER_QUERY``."""
     one = "(" + ", ".join(["%s"] * width) + ")"
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     for start in range(0, len(keys), KEYS_PER_QUERY):
         batch = keys[start:start + KEYS_PER_QUERY]
         rows += query(conn, head + f"({', '.join([one] * len(batch))})", [value for key in batch for value in key])

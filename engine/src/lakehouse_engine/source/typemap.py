@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from decimal import Context, Decimal
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pymysqlreplication.constants import NONE_SOURCE
 from pyspark.sql import types as T
@@ -175,7 +175,7 @@ def _unsigned_bigint(value: Any) -> Decimal:
 
 def _float32(value: Any) -> float:
     """The float32 nearest to ``value``: exact for the binlog's bits and for SELECT's DOUBLE."""
-    return struct.unpack("<f", struct.pack("<f", value))[0]
+    return cast(float, struct.unpack("<f", struct.pack("<f", value))[0])  # per value: no conversion
 
 
 def _time_text(value: Any) -> str:
@@ -438,7 +438,7 @@ def _binlog_step(col: ColumnInfo) -> Convert:
     return _select_step(col)
 
 
-def row_converter(table: TableSchema, source: str) -> Callable[[Any], tuple]:
+def row_converter(table: TableSchema, source: str) -> Callable[[Any], tuple[Any, ...]]:
     """A function turning one SELECT tuple (read with :func:`select_list`) or one binlog values
     dict (passed through :func:`binlog_values`) into a canonical tuple."""
     if source == "select":
@@ -448,9 +448,9 @@ def row_converter(table: TableSchema, source: str) -> Callable[[Any], tuple]:
     return partial(_convert_dict, table.column_names, converters)
 
 
-def _convert_tuple(converters: tuple[Convert, ...], row: tuple) -> tuple:
+def _convert_tuple(converters: tuple[Convert, ...], row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(conv(value) for conv, value in zip(converters, row, strict=True))
 
 
-def _convert_dict(names: tuple[str, ...], converters: tuple[Convert, ...], values: dict) -> tuple:
+def _convert_dict(names: tuple[str, ...], converters: tuple[Convert, ...], values: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(conv(values[name]) for name, conv in zip(names, converters, strict=True))
