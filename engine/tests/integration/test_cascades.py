@@ -300,3 +300,22 @@ def test_apply_refuses_a_window_snapshot_before_any_write_and_follows_a_table_al
     run_source_sql(mariadb, config.source.database, "DELETE FROM parent WHERE id = 1;")
     Pipeline(window, spark, "run-3").ingest(APPLY_SPECS)  # past its snapshot: no window is read
     assert_silver_equals_source(spark, config, "child")
+
+
+def test_apply_moves_a_child_whose_key_holds_the_foreign_key_to_its_new_key(spark, config, mariadb):
+    """An association table keyed by (order_code, line): ON UPDATE CASCADE changes its key."""
+    run_source_sql(mariadb, config.source.database, """
+        CREATE TABLE parent (code INT NOT NULL PRIMARY KEY);
+        CREATE TABLE line (order_code INT NOT NULL, line INT NOT NULL, qty INT NOT NULL,
+            PRIMARY KEY (order_code, line),
+            CONSTRAINT fk_line_parent FOREIGN KEY (order_code) REFERENCES parent (code) ON UPDATE CASCADE);
+        INSERT INTO parent VALUES (1), (2);
+        INSERT INTO line VALUES (1, 1, 5), (1, 2, 6), (2, 1, 7);
+    """)
+    specs = [TableSpec("line", "line", on_cascade="apply")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    run_source_sql(mariadb, config.source.database, "UPDATE parent SET code = 10 WHERE code = 1;")
+    (result,) = Pipeline(config, spark, "run-2").ingest(specs)
+    assert result.status == "success", result.message
+    assert {(r[0], r[1]) for r in source_rows(config, "line")} == {(10, 1), (10, 2), (2, 1)}
+    assert_silver_equals_source(spark, config, "line")

@@ -125,3 +125,14 @@ def test_derived_rows_sort_between_the_parent_event_and_anything_after_it():
     change = parent_delete(1, 400)
     derived = derive(DELETE_CASCADE, [(10, 1, "x")], [], [change])
     assert sequence(at(400), 0) < Decimal(derived[0][-1]) < sequence(at(401), 0)
+
+
+def test_an_update_cascade_into_a_key_column_deletes_the_old_key_and_writes_the_new_one():
+    """An association table keyed by (parent_id, n): silver must not keep the old key."""
+    cascade = Cascade("s", "child", "fk", "s", "parent", ("parent_id",), ("id",), "RESTRICT", "CASCADE")
+    pending = [cascading.Pending(cascade, parent_update(1, 7, 100), cascading.SET_NEW)]
+    derived = cascading.derive(COLUMNS, ("parent_id", "id"), [(10, 1, "x")], [], pending, CONVERT, meta)
+    assert derived == [
+        (10, 1, "x", "d", sequence(at(100), 1)),
+        (10, 7, "x", "u", sequence(at(100), 2)),
+    ]

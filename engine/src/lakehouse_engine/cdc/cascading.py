@@ -175,15 +175,24 @@ def derive(columns: Sequence[str], key: Sequence[str], current: Iterable[tuple[A
         for k in keys:
             data = state.rows[k]
             assert data is not None  # only live rows reference a value
+            changes: list[tuple[Op, tuple[Any, ...]]] = []
             if p.action == DELETE:
                 state.place(k, None)
-                op = Op.DELETE
+                changes.append((Op.DELETE, data))
             else:
-                data = state.changed(p.cascade, data, new)
-                state.place(k, data)
-                op = Op.UPDATE
-            index[p.change.position] += 1
-            derived.append((*data, *meta(op, p.change, index[p.change.position])))
+                changed = state.changed(p.cascade, data, new)
+                moved = state.key_of(changed)
+                if moved != k:
+                    # The foreign key is part of the child's key (ON UPDATE CASCADE of an
+                    # association table): as for any key-changing update, a delete of the old
+                    # key, then the row under its new one; silver would keep the old key else.
+                    state.place(k, None)
+                    changes.append((Op.DELETE, data))
+                state.place(moved, changed)
+                changes.append((Op.UPDATE, changed))
+            for op, image in changes:
+                index[p.change.position] += 1
+                derived.append((*image, *meta(op, p.change, index[p.change.position])))
     return derived
 
 
