@@ -79,3 +79,27 @@ def test_validate_refuses_a_misspelt_setting_in_one_line(tmp_path, capsys):
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert err == [f"ERROR [configuration]: {root}/lakehouse_project.yml:7: unknown setting 'defaults.chunk_sise'; "
                    "did you mean 'chunk_size'?"]
+
+
+def test_the_printed_schemas_accept_a_generated_projects_files_and_refuse_a_misspelt_key(capsys):
+    import json
+
+    import fixture_project
+    import jsonschema
+    import yaml
+
+    schemas = {}
+    for name in ("project", "profiles"):
+        assert cli.main(["schema", name]) == 0  # needs no project
+        schemas[name] = json.loads(capsys.readouterr().out)
+    root = fixture_project.PROJECT_ROOT
+    settings = yaml.safe_load((root / "lakehouse_project.yml").read_text())
+    profiles = yaml.safe_load((root / "profiles.yml").read_text())
+    jsonschema.validate(settings, schemas["project"])
+    jsonschema.validate(profiles, schemas["profiles"])
+    settings["defaults"]["chunk_sise"] = 5
+    with pytest.raises(jsonschema.ValidationError, match="chunk_sise"):
+        jsonschema.validate(settings, schemas["project"])
+    profiles[next(iter(profiles))]["outputs"]["dev"]["hots"] = "x"
+    with pytest.raises(jsonschema.ValidationError, match="hots"):
+        jsonschema.validate(profiles, schemas["profiles"])

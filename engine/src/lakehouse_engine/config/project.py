@@ -149,7 +149,7 @@ def load_project(
     ``source.unset``: for commands that never connect to the source (``status``, ``list``)."""
     env = os.environ if env is None else env
     project = _read_yaml(root / PROJECT_FILE)
-    keys.check(project, keys.PROJECT_KEYS, root / PROJECT_FILE)
+    keys.check_project(project, root / PROJECT_FILE)
     profiles_dir = profiles_dir or Path(env.get("LAKEHOUSE_PROFILES_DIR", "") or root)
     profiles = _read_yaml(profiles_dir / PROFILES_FILE)
     profile_name = _required(project, "profile", PROJECT_FILE)

@@ -138,6 +138,9 @@ def build_parser(prog: str, package: str | None = None, project_dir: Path | None
     source.add_argument("action", choices=["up", "down", "status", "changes"])
     command("spark-check", "start Spark with Delta once (resolves and caches the jars)")
     command("eject", "copy the engine's source into this project (vendored) in place of the lakehouse-engine pin")
+    schema = command("schema", "print the JSON Schema of lakehouse_project.yml or profiles.yml, for an editor "
+                               "(needs no project)")
+    schema.add_argument("file", choices=["project", "profiles"])
     return parser
 
 
@@ -232,6 +235,11 @@ def main(argv: Sequence[str] | None = None, package: str | None = None, prog: st
         package = project.package_if_found(project.project_dir_from(arguments))
     args = build_parser(prog or f"python -m {package}", package, project.project_dir_from(arguments)).parse_args(
         arguments)
+    if args.command == "schema":  # for writing the files: it must work while they are broken
+        from ..config import keys
+
+        print(json.dumps(keys.project_schema() if args.file == "project" else keys.profiles_schema(), indent=2))
+        return 0
     run = Invocation(args.command, str(uuid.uuid4()), dt.datetime.now(dt.UTC))
     project_dir = args.project_dir.resolve()
     failures.reset_interrupt()
