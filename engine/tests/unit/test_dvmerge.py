@@ -250,3 +250,53 @@ def test_history_metrics_count_files_that_keep_their_rows_apart_from_files_remov
         "numTargetFilesAdded": 1, "numTargetFilesRemoved": 1, "numTargetBytesAdded": 100,
         "numTargetBytesRemoved": 7, "numTargetDeletionVectorsAdded": 1, "numTargetDeletionVectorsUpdated": 1,
         "numTargetDeletionVectorsRemoved": 1, "numTargetChangeFilesAdded": 0}
+
+
+def _reference_merge(batch: list[tuple[int, int, str, str]], silver: list[tuple[int, int, int, int]]):
+    """The MERGE's rule in plain Python: the newest change of each key against silver's row of
+    that key (a change no newer than that row changes nothing)."""
+    newest: dict[int, tuple[int, str, str]] = {}
+    for key, seq, op, name in batch:
+        if key not in newest or seq > newest[key][0]:
+            newest[key] = (seq, op, name)
+    rows = {key: (tseq, file, pos) for key, tseq, file, pos in silver}
+    removed: dict[int, list[int]] = {}
+    written, updated, deleted, inserted = set(), 0, 0, 0
+    for key, (seq, op, _) in newest.items():
+        if key in rows:
+            tseq, file, pos = rows[key]
+            if seq <= tseq:
+                continue  # silver's row is as new: nothing changes
+            removed.setdefault(file, []).append(pos)
+            updated, deleted = updated + (op != "d"), deleted + (op == "d")
+        elif op == "d":
+            continue
+        else:
+            inserted += 1
+        if op != "d":
+            written.add((key, seq))
+    return {f: sorted(p) for f, p in removed.items()}, written, updated, deleted, inserted
+
+
+def test_the_plan_is_the_merge_rule_on_random_batches_and_silver_states():
+    """A property check against the reference: 400 seeded random cases of repeated keys, changes
+    older than, as old as and newer than silver's rows, deletes of known and unknown keys, rows
+    spread over files."""
+    import random
+
+    generator = random.Random(20261126)
+    for case in range(400):
+        keys = generator.sample(range(40), generator.randint(1, 25))
+        silver, positions = [], {}
+        for key in generator.sample(keys, generator.randint(0, len(keys))):
+            file = generator.randint(0, 3)
+            positions[file] = positions.get(file, -1) + 1
+            silver.append((key, generator.randint(0, 50), file, positions[file]))
+        seqs = generator.sample(range(60), generator.randint(1, 40))  # a change's _seq is unique
+        batch = [(generator.choice(keys), seq, generator.choice("cud"), f"n{i}") for i, seq in enumerate(seqs)]
+        decided = plan(latest(_changes(batch), ["id"]), _target(silver), ["id"])
+        removed, written, updated, deleted, inserted = _reference_merge(batch, silver)
+        got_removed = {f: sorted(p.tolist()) for f, p in decided.removed.items()}
+        got_written = {(r["id"], int(r["_seq"])) for r in decided.rows.to_pylist()}
+        assert (got_removed, got_written) == (removed, written), f"case {case}"
+        assert (decided.updated, decided.deleted, decided.inserted) == (updated, deleted, inserted), f"case {case}"
