@@ -87,3 +87,18 @@ def test_success_is_zero_and_a_missing_table_is_a_usage_error(venv):
     done = make(venv, "ingest")
     assert done.returncode == 2 and "name a table: make ingest TABLE=<name>" in done.stdout
     assert passwords(done) == []
+
+
+def test_target_passes_the_profile_output_to_every_command(venv):
+    done = make(venv, "ingest-all", "TARGET=prod")
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("lakehouse ")]
+    assert line.split()[1:4] == ["--target", "prod", "ingest"]
+    (plain,) = [line for line in make(venv, "ingest-all").stdout.splitlines() if line.startswith("lakehouse ")]
+    assert "--target" not in plain
+
+
+def test_validate_checks_the_configuration_and_table_modules(venv):
+    done = make(venv, "validate")
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines() if line.startswith("lakehouse ")] == ["validate"]
