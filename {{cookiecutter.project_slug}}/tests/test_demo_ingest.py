@@ -4,7 +4,6 @@ projects generated for the demo's tables."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,10 @@ PACKAGE = "{{ cookiecutter.package_name }}"
 PASSWORD = "test-only-password"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 @pytest.fixture
 def source(tmp_path: Path):
-    server = embedded.EmbeddedServer(tmp_path / "mariadb", _free_port())
+    server = embedded.EmbeddedServer(tmp_path / "mariadb", embedded.free_port())
     embedded.start(server)
     try:
         embedded.create_ingest_user(server, "ingest", PASSWORD, "demo")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,15 +26,10 @@ PASSWORD = "test-only-password"
 USER = "ingest"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.EmbeddedServer]:
-    server = embedded.EmbeddedServer(tmp_path_factory.mktemp("mariadb"), _free_port())
+    server = embedded.EmbeddedServer(tmp_path_factory.mktemp("mariadb"), embedded.free_port())
     embedded.start(server)
     yield server
     embedded.stop(server)

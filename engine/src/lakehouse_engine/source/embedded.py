@@ -216,6 +216,13 @@ def _pid(server: EmbeddedServer) -> int | None:
         return None
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a test's own server)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _check_port_free(port: int) -> None:
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
