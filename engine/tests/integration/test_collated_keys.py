@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_engine.quality.collation import collation_rule
-from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.quality.uniqueness import candidate_expr
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.source import embedded

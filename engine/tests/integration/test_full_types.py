@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.quality.fingerprint import spark_field, sql_field
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.source import embedded

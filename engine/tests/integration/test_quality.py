@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from lakehouse_engine.quality.datadocs import external_references
-from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.run.repair import repair_table
@@ -241,7 +242,15 @@ def test_data_docs_read_offline_in_headless_chromium(spark, config, mariadb):
     text = visible_text(dom)
     assert f"Run Name binlog {result.compared_at}" in text  # the compared position
     assert "Expectation Suite: customers" in text and "Status: Failed" in text
-    assert "Must have exactly 400 rows. 399" in text  # the source's count there, and silver's
+    assert "Data asset: customers" in text and "<DATAFRAME>" not in text and "newsletter" not in text
+    silver_version = deltalog.newest_version(spark, config.table_path("silver", "customers"))
+    assert f"Delta version {silver_version}" in text  # which silver was checked
+    # The five checks, each with its observed value: the count at the compared position, the
+    # key's two, silver's lag and the value reconciliation naming the differing key.
+    assert "Must have exactly 400 rows. 399" in text
     assert "values must never be null. 100% not null" in text
     assert "values must be unique. 0% unexpected" in text
-    assert "Unsuccessful Expectations 1" in text
+    assert "Silver must hold every change the source committed more than" in text and re.search(r"lag \d+ s", text)
+    assert "Every row must hold the source's values" in text
+    assert "customer_id=42: missing from silver" in text and "make repair TABLE=customers" in text
+    assert "Evaluated Expectations 5" in text and "Unsuccessful Expectations 2" in text

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.sink import bronze, silver
 from lakehouse_engine.source import embedded

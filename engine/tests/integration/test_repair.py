@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.quality.reconcile import KeyDifference
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.run.repair import rewrite_keys

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.tables import TableSpec
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from lakehouse_engine.quality.dq import VALUES_CHECK, run_checks
+from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.source import embedded
 from lakehouse_engine.state.positions import BinlogPosition

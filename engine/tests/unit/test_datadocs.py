@@ -53,6 +53,9 @@ INDEX = """<!DOCTYPE html>
   );
 </script>
 <footer class="alert invisible" id="ge-cta-footer" role="alert"><a href="https://docs.example.com">How to</a></footer>
+<footer>
+  <p>Stay current on everything GX with our newsletter <a href="https://greatexpectations.io/newsletter?utm_source=datadocs">Subscribe</a></p>
+</footer>
   </body>
 </html>
 """.replace("@COLUMNS@", repr(COLUMNS)).replace("@DATA@", repr(DATA))
@@ -74,7 +77,7 @@ def test_pages_keep_their_tables_as_html_and_fetch_nothing(tmp_path):
     assert len(make_offline(root)) == 2
     index = (root / "index.html").read_text()
     assert MARKER in index and "<script" not in index and "Clear Filters" not in index
-    assert "ge-cta-footer" not in index
+    assert "ge-cta-footer" not in index and "newsletter" not in index and "<footer" not in index
     for path in [*root.rglob("*.html"), *root.rglob("*.css")]:
         assert external_references(path.read_text()) == [], path
     # Rows sorted as the table asked (newest run first), each linked to its page, status as text.

@@ -1,13 +1,22 @@
 import pytest
 
 from lakehouse_engine.errors import ConfigError
-from lakehouse_engine.quality.freshness import freshness_check
+from lakehouse_engine.quality.checks import CheckOutcome
+from lakehouse_engine.quality.expectations import console_name
+from lakehouse_engine.quality.freshness import lag_verdict, measure_lag
 from lakehouse_engine.state.positions import BinlogPosition
 from lakehouse_engine.tables import TableSpec
 
 AT = BinlogPosition("mysql-bin.000002", 500)
 HEAD = BinlogPosition("mysql-bin.000002", 900)
 NOW = 1_700_000_000.0
+
+
+def freshness_check(position, synced_at, head, checked_at, max_lag_s):
+    """Measured as ``dq`` measures, judged as the GX expectation judges, named as dq prints it."""
+    success, observed = lag_verdict(measure_lag(position, synced_at, head, checked_at), max_lag_s)
+    name = console_name("expect_silver_lag_to_be_at_most", {"max_lag_seconds": max_lag_s})
+    return CheckOutcome(name, success, observed)
 
 
 def test_silver_at_the_head_is_fresh_however_long_ago_it_last_synced():

@@ -2,8 +2,10 @@
 
 ``run_quality_checks`` validates a Spark DataFrame against a per-table suite (keys not null, key
 unique - in the source's collations when the caller says how, see ``UniqueKey`` - exact row
-count, plus caller-supplied expectations) in a File data context and builds the
-local Data Docs, rewritten to read offline (``datadocs``). GX objects are saved only when they
+count, the checks the caller measured against the source (``expectations.Measured``: silver's
+lag, its values), plus caller-supplied expectations) in a File data context and builds the
+local Data Docs for the run, naming the table and the silver version checked, rewritten to read
+offline (``datadocs``). GX objects are saved only when they
 differ from the stored ones: the source row count is a suite parameter given to each run, so a
 scheduled run leaves ``gx/`` (everything outside ``gx/uncommitted``) untouched.
 """
@@ -24,11 +26,14 @@ os.environ["GX_ANALYTICS_ENABLED"] = "False"
 
 if TYPE_CHECKING:
     import pyspark.sql
+    from great_expectations.checkpoint.checkpoint import CheckpointResult
     from great_expectations.core import ExpectationSuite
     from great_expectations.core.batch_definition import BatchDefinition
     from great_expectations.core.expectation_validation_result import ExpectationValidationResult
     from great_expectations.data_context.data_context.abstract_data_context import AbstractDataContext
     from great_expectations.expectations.expectation import Expectation
+
+    from .expectations import Measured
 
 __all__ = ["CheckOutcome", "QualityResult", "UniqueKey", "run_quality_checks"]
 
@@ -75,6 +80,8 @@ def run_quality_checks(
     gx_root: pathlib.Path,
     compared_at: str | None = None,
     unique_key: UniqueKey | None = None,
+    measured: Sequence[Measured] = (),
+    batch_description: Mapping[str, str] | None = None,
 ) -> QualityResult:
     """Validate ``df`` for ``table`` and return a summary of every expectation.
 
@@ -89,27 +96,30 @@ def run_quality_checks(
 
     Failing expectations do not raise: they give ``success=False``. GX errors (e.g. an unknown
     column) become failed checks whose ``observed`` starts with ``"error:"``. ``docs_path`` is
-    the local site's ``index.html`` refreshed by the checkpoint's ``UpdateDataDocsAction``, its
+    the local site's ``index.html``, the run's pages built after it (``_data_docs``), its
     pages rewritten to need no network.
 
     ``unique_key`` names the columns the uniqueness expectation reads instead of
     ``key_columns`` (e.g. a ``_ci`` key's column of collation classes); its ``failure`` becomes
-    that expectation's ``observed`` when it fails.
+    that expectation's ``observed`` when it fails. ``measured`` are checks made against the
+    source (their expectations join the suite, their values are the run's parameters);
+    ``batch_description`` (what was checked: e.g. silver's path and Delta version) replaces GX's
+    placeholder for the dataframe in the Data Docs.
     """
     if not key_columns:
         raise ValueError(f"{table}: key_columns must not be empty")
     unique = unique_key or UniqueKey(tuple(key_columns))
     import great_expectations as gx
-    from great_expectations.checkpoint.actions import UpdateDataDocsAction
     from great_expectations.core.run_identifier import RunIdentifier
 
-    from .datadocs import make_offline
+    from . import expectations  # noqa: F401  (registers the measured checks before suites load)
 
     context = gx.get_context(mode="file", project_root_dir=str(gx_root))
     _quiet_context(context)
     batch_definition = _batch_definition(context, table)
     suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations, unique=unique,
-                                               count_rows=expected_row_count is not None))
+                                               count_rows=expected_row_count is not None,
+                                               measured=[m.expectation for m in measured]))
     validation = _saved(
         context.validation_definitions,
         gx.ValidationDefinition(name=f"{table}__validation", data=batch_definition, suite=suite),
@@ -120,29 +130,28 @@ def run_quality_checks(
         gx.Checkpoint(
             name=f"{table}__checkpoint",
             validation_definitions=[validation],
-            actions=[UpdateDataDocsAction(name="update_data_docs")],
+            actions=[],  # the Data Docs are built below, once the results name what was checked
             result_format="SUMMARY",
         ),
         lambda stored: ([v.id for v in stored.validation_definitions] == [validation.id]
-                        and [(a.type, a.name) for a in stored.actions] == [("update_data_docs", "update_data_docs")]
-                        and stored.result_format == "SUMMARY"),
+                        and not stored.actions and stored.result_format == "SUMMARY"),
     )
+    parameters: dict[str, Any] = {} if expected_row_count is None else {ROW_COUNT_PARAMETER: expected_row_count}
+    for check in measured:
+        parameters.update(check.parameters)
     # GX's Spark engine persist()s the batch (so its metric jobs share one scan) but never
     # releases it: undo that unless the caller had already cached df.
     was_cached = df.is_cached
     try:
         result = checkpoint.run(
             batch_parameters={"dataframe": df},
-            expectation_parameters={ROW_COUNT_PARAMETER: expected_row_count}
-            if expected_row_count is not None else None,
+            expectation_parameters=parameters or None,
             run_id=RunIdentifier(run_name=f"binlog {compared_at}" if compared_at else None),
         )
     finally:
         if not was_cached and df.is_cached:
             df.unpersist()
-    docs_path = _local_docs_index(context)
-    if docs_path is not None:
-        make_offline(pathlib.Path(docs_path).parent)
+    docs_path = _data_docs(context, result, table, batch_description or {})
 
     checks: list[CheckOutcome] = []
     for suite_result in result.run_results.values():
@@ -244,6 +253,7 @@ def _build_suite(
     *,
     unique: UniqueKey | None = None,
     count_rows: bool = True,
+    measured: Sequence[Expectation] = (),
 ) -> ExpectationSuite:
     import great_expectations as gx
     import great_expectations.expectations as gxe
@@ -253,6 +263,7 @@ def _build_suite(
     expectations.append(_unique_expectation(unique.columns, unique.notes))
     if count_rows:  # not for a table that started without a snapshot: silver holds only later changes
         expectations.append(gxe.ExpectTableRowCountToEqual(value={"$PARAMETER": ROW_COUNT_PARAMETER}))
+    expectations.extend(measured)
     # Pydantic-v1 style copy (GX models): detach from any suite the caller's instance joined.
     expectations.extend(e.copy(deep=True, update={"id": None}) for e in extra_expectations)
 
@@ -269,14 +280,39 @@ def _unique_expectation(columns: Sequence[str], notes: str | None = None) -> Exp
     return gxe.ExpectCompoundColumnsToBeUnique(column_list=list(columns), notes=notes)
 
 
+def _data_docs(context: AbstractDataContext, result: CheckpointResult, table: str,
+               described: Mapping[str, str]) -> str | None:
+    """Build the run's Data Docs pages, offline, with the table as the data asset and
+    ``described`` in place of GX's ``<DATAFRAME>`` placeholder; the site's index path."""
+    from .datadocs import make_offline
+
+    for identifier, suite_result in result.run_results.items():
+        meta: Any = suite_result.meta  # GX types it per key; these are plain JSON here
+        meta["batch_spec"] = {"data_asset_name": table}
+        meta["batch_parameters"] = dict(described) or {"table": table}
+        meta.get("active_batch_definition", {}).get("batch_identifiers", {}).pop("dataframe", None)
+        context.validation_results_store.set(identifier, suite_result)
+    context.build_data_docs(resource_identifiers=list(result.run_results))
+    docs_path = _local_docs_index(context)
+    if docs_path is not None:
+        make_offline(pathlib.Path(docs_path).parent)
+    return docs_path
+
+
 def _outcome(result: ExpectationValidationResult) -> CheckOutcome:
+    from .expectations import console_name
+
     config = result.expectation_config
     kwargs: Mapping[str, Any] = config.kwargs if config is not None else {}
     name = config.type if config is not None else "unknown_expectation"
+    ours = console_name(name, kwargs)
+    observed = _describe_observed(result)
+    if ours is not None and not observed.startswith("error:"):  # the whole report: it names the keys
+        observed = str((result.result or {}).get("observed_value", observed))
     return CheckOutcome(
-        expectation=f"{name}({_describe_kwargs(kwargs)})",
+        expectation=ours or f"{name}({_describe_kwargs(kwargs)})",
         success=bool(result.success),
-        observed=_describe_observed(result),
+        observed=observed,
     )
 
 

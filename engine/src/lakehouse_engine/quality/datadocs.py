@@ -7,7 +7,7 @@ page once after GX built it:
 
 - every bootstrap-table script becomes the static ``<table>`` it would have drawn (rows sorted
   as the table asked, each row linked to its page);
-- every other script, every external stylesheet and the tracking logo go; the logo is the copy
+- every other script, every external stylesheet, the tracking logo and GX's newsletter footer go; the logo is the copy
   GX ships in ``static/images``; a small inline stylesheet lays the page out instead;
 - ``url(https://...)`` in inline and shipped CSS is dropped.
 
@@ -33,7 +33,8 @@ _EXTERNAL_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*
 _EXTERNAL_IMG = re.compile(r"(<img\b[^>]*?\bsrc\s*=\s*)([\"'])(?:https?:)?//[^\"']*\2", re.I | re.S)
 _EXTERNAL_URL = re.compile(r"url\(\s*([\"']?)(?:https?:)?//[^)]*\1\s*\)", re.I)
 _CLEAR_FILTERS = re.compile(r"<button\b[^>]*clearTableFilters[^>]*>.*?</button>\s*", re.S | re.I)
-_CTA_FOOTER = re.compile(r"<footer\b[^>]*\bid=\"ge-cta-footer\".*?</footer>\s*", re.S | re.I)
+# GX's call-to-action footers (a newsletter form, a cloud sign-up): not about the data.
+_CTA_FOOTER = re.compile(r"<footer\b(?:(?!</footer>).)*?(?:ge-cta-footer|newsletter).*?</footer>\s*", re.S | re.I)
 _BOOTSTRAP_TABLE = re.compile(
     r"\$\('#(?P<id>[\w-]+)'\)\.bootstrapTable\(\s*Object\.assign\(\s*\{\s*"
     r"columns:\s*(?P<columns>\[.*?\]),\s*data:\s*(?P<data>\[.*?\]),\s*toolbar:[^\n]*\n\s*\},\s*"

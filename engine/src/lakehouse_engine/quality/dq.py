@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pymysql
@@ -47,17 +47,17 @@ from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
-from .freshness import freshness_check
+from .freshness import measure_lag
 from .reconcile import DRILLED_BUCKETS, Reconciliation, SourceSide, reconcile, source_side
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
 
 if TYPE_CHECKING:
     from .checks import UniqueKey
+    from .expectations import Measured
 
 log = logging.getLogger(__name__)
 
 ALIGNMENT_CHECK = "silver at one source binlog position"
-VALUES_CHECK = "silver_values_equal_source(row fingerprints per key bucket)"
 
 
 @dataclass(frozen=True)
@@ -180,26 +180,37 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             results.append(failed(spec.name, str(outcome)))
             continue
         extra = list(spec.expectations()) if spec.expectations else []
-        uniqueness = key_uniqueness(_silver_at(spark, config, spec, state), outcome.schema, config.source)
+        silver = _silver_at(spark, config, spec, state)
+        uniqueness = key_uniqueness(silver, outcome.schema, config.source)
         result = run_quality_checks(
             uniqueness.frame, table=spec.name, key_columns=outcome.schema.key,
             expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
+            measured=_measured(spec, config, state, outcome, compared.position, checked_at),
+            batch_description={"silver table": config.table_path(Layer.SILVER, spec.name),
+                               "Delta version": str(state.version), "compared at binlog": str(state.position)},
         )
-        added = []
-        if spec.followed:  # a snapshot-only table stays at its snapshot's end on purpose
-            added.append(freshness_check(state.position, state.synced_at, compared.position, checked_at,
-                                         spec.max_lag_seconds or config.max_lag_seconds))
-        if outcome.values is not None:
-            added.append(CheckOutcome(VALUES_CHECK, outcome.values.success, outcome.values.observed(spec.name)))
-        result = replace(result, checks=(*result.checks, *added),
-                         success=result.success and all(c.success for c in added))
         log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
                  "passed" if result.success else "FAILED", state.position, state.batch,
                  "not compared" if outcome.expected_rows is None else outcome.expected_rows,
                  outcome.source_rows, compared.position)
         results.append(result)
     return _in_order(specs, results)
+
+
+def _measured(spec: TableSpec, config: ProjectConfig, state: SilverState, outcome: Compared,
+              head: BinlogPosition, checked_at: float) -> list[Measured]:
+    """The checks measured against the source, for the table's suite: the lag (not for a
+    snapshot-only table, which stays at its snapshot's end on purpose) and the values."""
+    from .expectations import lag_measured, values_measured
+
+    measured = []
+    if spec.followed:
+        lag = measure_lag(state.position, state.synced_at, head, checked_at)
+        measured.append(lag_measured(lag, spec.max_lag_seconds or config.max_lag_seconds))
+    if outcome.values is not None:
+        measured.append(values_measured(spec.name, outcome.values))
+    return measured
 
 
 @dataclass(frozen=True)
