@@ -68,6 +68,7 @@ class QualityResult:
     checks: tuple[CheckOutcome, ...]
     docs_path: str | None  # path of the Data Docs index.html built for this run, if any
     compared_at: str | None = None  # the binlog position silver and the source were compared at
+    lag_seconds: float | None = None  # silver's lag behind the source (None: not measured or unknown)
 
 
 def run_quality_checks(

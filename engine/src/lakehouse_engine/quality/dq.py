@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pymysql
@@ -47,7 +47,7 @@ from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
-from .freshness import measure_lag
+from .freshness import LagMeasurement, measure_lag
 from .reconcile import DRILLED_BUCKETS, Reconciliation, SourceSide, reconcile, source_side
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
 
@@ -180,16 +180,19 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             results.append(failed(spec.name, str(outcome)))
             continue
         extra = list(spec.expectations()) if spec.expectations else []
+        # Not for a snapshot-only table: it stays at its snapshot's end on purpose.
+        lag = measure_lag(state.position, state.synced_at, compared.position, checked_at) if spec.followed else None
         silver = _silver_at(spark, config, spec, state)
         uniqueness = key_uniqueness(silver, outcome.schema, config.source)
         result = run_quality_checks(
             uniqueness.frame, table=spec.name, key_columns=outcome.schema.key,
             expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
-            measured=_measured(spec, config, state, outcome, compared.position, checked_at),
+            measured=_measured(spec, config, outcome, lag),
             batch_description={"silver table": config.table_path(Layer.SILVER, spec.name),
                                "Delta version": str(state.version), "compared at binlog": str(state.position)},
         )
+        result = replace(result, lag_seconds=lag.lag_seconds if lag is not None else None)
         log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
                  "passed" if result.success else "FAILED", state.position, state.batch,
                  "not compared" if outcome.expected_rows is None else outcome.expected_rows,
@@ -198,15 +201,13 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     return _in_order(specs, results)
 
 
-def _measured(spec: TableSpec, config: ProjectConfig, state: SilverState, outcome: Compared,
-              head: BinlogPosition, checked_at: float) -> list[Measured]:
-    """The checks measured against the source, for the table's suite: the lag (not for a
-    snapshot-only table, which stays at its snapshot's end on purpose) and the values."""
+def _measured(spec: TableSpec, config: ProjectConfig, outcome: Compared,
+              lag: LagMeasurement | None) -> list[Measured]:
+    """The checks measured against the source, for the table's suite: the lag and the values."""
     from .expectations import lag_measured, values_measured
 
     measured = []
-    if spec.followed:
-        lag = measure_lag(state.position, state.synced_at, head, checked_at)
+    if lag is not None:
         measured.append(lag_measured(lag, spec.max_lag_seconds or config.max_lag_seconds))
     if outcome.values is not None:
         measured.append(values_measured(spec.name, outcome.values))
