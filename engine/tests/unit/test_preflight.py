@@ -1,4 +1,4 @@
-from lakehouse_engine.source.preflight import grant_problems, settings_problems
+from lakehouse_engine.source.preflight import grant_problems, preflight_message, settings_problems
 
 GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
 
@@ -29,3 +29,13 @@ def test_missing_replication_grants_are_named():
 def test_mariadb_binlog_monitor_counts_as_replication_client():
     grants = ["GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `u`@`h`", "GRANT SELECT ON `demo`.* TO `u`@`h`"]
     assert grant_problems(grants) == []
+
+
+def test_the_preflight_error_names_every_problem_and_the_debug_command():
+    problems = settings_problems({**GOOD, "log_bin": "OFF", "binlog_format": "MIXED", "binlog_row_metadata": "MINIMAL"})
+    message = preflight_message(problems)
+    assert message.startswith("log_bin is OFF on the source, must be ON")
+    assert "; 2 more to fix: binlog_format, binlog_row_metadata;" in message
+    assert message.endswith("`make debug` (lakehouse debug) checks each setting and grant with its fix")
+    assert "\n" not in message
+    assert "more to fix" not in preflight_message(problems[:1])

@@ -91,8 +91,17 @@ def user_grants(conn: pymysql.connections.Connection) -> list[str]:
 
 
 def run_preflight(conn: pymysql.connections.Connection) -> None:
-    """Raise ``PreflightError`` for the first problem (its ``setting`` names what to change)."""
+    """Raise ``PreflightError`` naming every problem (its ``setting`` is the first one's)."""
     problems = settings_problems(server_variables(conn)) + grant_problems(user_grants(conn))
     if problems:
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise PreflightError(problems[0].message + more, setting=problems[0].setting)
+        raise PreflightError(preflight_message(problems), setting=problems[0].setting)
+
+
+def preflight_message(problems: Sequence[Problem]) -> str:
+    """One line: the first problem with its fix, the others by name (fixing one at a time and
+    running again would meet them one by one), and the command that shows every check."""
+    message = problems[0].message
+    if len(problems) > 1:
+        others = ", ".join(p.setting for p in problems[1:])
+        message += f"; {len(problems) - 1} more to fix: {others}"
+    return message + "; `make debug` (lakehouse debug) checks each setting and grant with its fix"
