@@ -7,7 +7,7 @@ VENV := $(abspath .venv)
 PY := $(VENV)/bin/python
 BUILD := $(abspath build)
 
-.PHONY: help setup demo demo-down test test-s3 bench lint clean
+.PHONY: help setup demo demo-down test test-s3 test-dagster bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -31,11 +31,16 @@ demo-down: ## stop the demo's MariaDB (make demo leaves it running for you to ex
 test: setup ## run the template's tests, the engine's suite and generated projects' suites
 	@# A generated project's `make setup` (make demo) installs its pinned engine over this one.
 	$(PY) -m pip install -q --no-deps -e engine
-	$(PY) -m pytest -m "not s3"
+	$(PY) -m pytest -m "not s3 and not dagster"
 
 test-s3: setup ## opt-in: the engine's s3a:// lake test against a local S3 server (642 MB of jars once)
 	$(PY) -m pip install -q 'moto[server]==5.2.5'
 	$(PY) -m pytest -m s3 engine/tests/integration/test_s3_lake.py
+
+test-dagster: setup ## opt-in: the generated Dagster assets and checks under Dagster's executor (installs Dagster)
+	$(PY) -m pip install -q dagster==1.13.29
+	$(PY) -m pip install -q --no-deps -e engine
+	$(PY) -m pytest -m dagster tests/test_dagster.py
 
 bench: setup ## measure snapshot, binlog catch-up and follow mode against a pymysql scan, raw decode and dlt
 	cd scripts && $(PY) bench.py run
