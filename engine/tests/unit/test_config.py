@@ -4,7 +4,8 @@ import fixture_project
 import pytest
 
 from lakehouse_engine.config.defaults import DEFAULTS
-from lakehouse_engine.config.project import Defaults, load_project, peek_target_dir, render_env_vars
+from lakehouse_engine.config.profiles import render_env_vars
+from lakehouse_engine.config.project import Defaults, load_project, peek_target_dir
 from lakehouse_engine.errors import ConfigError
 
 PROJECT_ROOT = fixture_project.PROJECT_ROOT

@@ -11,11 +11,11 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import RowsEvent
 from pyspark.sql import types as T
 
+from lakehouse_engine.source.canonical import ewkb
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
 from lakehouse_engine.source.typemap import (
     binlog_converter,
     binlog_values,
-    ewkb,
     select_converter,
     select_list,
     spark_type,

@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ..source.ddl import AddColumn, ColumnDefinition, Default, DropColumn, ModifyColumn, RenameColumn, TableDdl
+from ..source.columndef import ColumnDefinition, Default
+from ..source.ddl import AddColumn, DropColumn, ModifyColumn, RenameColumn, TableDdl
 from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import spark_type
 from ..state.lakechange import Kind, LakeChange

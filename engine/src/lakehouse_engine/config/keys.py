@@ -2,8 +2,8 @@
 JSON Schemas: a misspelt key (``chunk_sise``) would otherwise be ignored and its default used,
 silently. Every command checks the files' keys against them (an unknown key is one line naming
 the file, its line, the key and the nearest known one); ``lakehouse schema`` prints them for an
-editor. The values themselves are checked, with messages of their own, where ``config.project``
-reads them."""
+editor. The values themselves are checked, with messages of their own, as ``config.project``
+reads them (:mod:`values`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import yaml
 
 from ..errors import ConfigError
 from .defaults import TABLE_FEATURES
+from .values import MAX_SERVER_ID
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 POSITIVE_INT = {"type": ["integer", "string"], "minimum": 1, "description": "a whole number above 0"}
@@ -37,7 +38,7 @@ def section(properties: Mapping[str, Any], description: str, required: Sequence[
 @cache
 def project_schema() -> dict[str, Any]:
     """The JSON Schema of ``lakehouse_project.yml``."""
-    from .project import MAX_SERVER_ID, Delivery, SnapshotMode  # project reads the files with this module
+    from .project import Delivery, SnapshotMode  # project reads the files with this module
 
     schema = section({
         "name": {**TEXT, "description": "the project's name"},

@@ -3,6 +3,11 @@
 ``lakehouse_project.yml`` holds what the team shares (lake root, Spark, defaults, server-id
 range); ``profiles.yml`` holds where the source is, with secrets only through
 ``{{ env_var('NAME') }}`` / ``{{ env_var('NAME', 'default') }}``.
+
+This module holds the configuration's model (:class:`ProjectConfig` and its parts, the settings
+with a fixed set of values) and :func:`load_project`, which reads both files into it. The
+selected target and ``env_var`` rendering are :mod:`profiles`' part, the checks of single
+values :mod:`values`', the keys each file may hold :mod:`keys`'.
 """
 
 from __future__ import annotations
@@ -14,16 +19,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Self
 
-import jinja2
 import yaml
 
 from ..errors import ConfigError
-from . import keys
-from .defaults import DEFAULTS, TABLE_FEATURES
+from . import keys, values
+from .defaults import DEFAULTS
+from .profiles import render_env_vars, select_output, target_lake
 
 PROJECT_FILE = "lakehouse_project.yml"
 PROFILES_FILE = "profiles.yml"
-MAX_SERVER_ID = 2**32 - 1  # a replica's server_id is an unsigned 32-bit number; 0 is refused
+
 
 class Mode(StrEnum):
     """A setting with a fixed set of values, parsed from a file or a table module."""
@@ -148,30 +153,32 @@ def load_project(
     With ``require_env=False`` an unset variable renders as "" and is listed in
     ``source.unset``: for commands that never connect to the source (``status``, ``list``)."""
     env = os.environ if env is None else env
-    project = _read_yaml(root / PROJECT_FILE)
+    project = values.read_yaml(root / PROJECT_FILE)
     keys.check_project(project, root / PROJECT_FILE)
     profiles_dir = profiles_dir or Path(env.get("LAKEHOUSE_PROFILES_DIR", "") or root)
-    profiles = _read_yaml(profiles_dir / PROFILES_FILE)
-    profile_name = _required(project, "profile", PROJECT_FILE)
+    profiles = values.read_yaml(profiles_dir / PROFILES_FILE)
+    profile_name = values.required(project, "profile", PROJECT_FILE)
     where = profiles_dir / PROFILES_FILE
     if isinstance(profiles.get(profile_name), dict):
         keys.check_profile(profiles[profile_name], str(profile_name), where)
-    target, outputs = _profile_output(profiles, str(profile_name), target, env, where)
+    target, outputs = select_output(profiles, str(profile_name), target, env, where)
     source = _load_source(outputs[target], target, env, where, require_env)
 
-    spark = _section(project, "spark")
-    defaults = _section(project, "defaults")
-    binlog = _section(project, "binlog")
-    server_ids = _server_id_range(binlog.get("server_id_range", list(DEFAULTS.server_id_range)))
+    spark = values.section(project, "spark", PROJECT_FILE)
+    defaults = values.section(project, "defaults", PROJECT_FILE)
+    binlog = values.section(project, "binlog", PROJECT_FILE)
+    server_ids = values.server_id_range(binlog.get("server_id_range", list(DEFAULTS.server_id_range)), PROJECT_FILE)
     delivery = Delivery.parse(defaults.get("delivery", DEFAULTS.delivery), f"{PROJECT_FILE}: defaults.delivery",
                               "defaults.delivery")
-    even = defaults.get("even_distribution", DEFAULTS.even_distribution)
-    project_lake = str(_required(project, "lake_root", PROJECT_FILE))
-    lake_root, own_lake = _target_lake(root, project_lake, outputs, target, env, where)
+    project_lake = str(values.required(project, "lake_root", PROJECT_FILE))
+    lake_root, own_lake = target_lake(root, project_lake, outputs, target, env, where)
     target_dir = _target_dir(root, project)
-    quality = _section(project, "quality")
+    quality = values.section(project, "quality", PROJECT_FILE)
     gx_dir = root / str(quality.get("gx_root", DEFAULTS.gx_root))
-    max_lag = _positive_number(quality.get("max_lag_seconds", DEFAULTS.max_lag_seconds), "quality.max_lag_seconds")
+    max_lag = values.positive_number(quality.get("max_lag_seconds", DEFAULTS.max_lag_seconds),
+                                     "quality.max_lag_seconds", PROJECT_FILE)
+    spark_settings = _spark_settings(spark, env, require_env)
+    table_defaults = _defaults(defaults, delivery)
     return ProjectConfig(
         name=str(project.get("name", root.name)),
         root=root,
@@ -184,64 +191,41 @@ def load_project(
         # Data Docs never mix with another lake's (the suites are rebuilt from the table modules).
         gx_dir=target_dir / target if own_lake else gx_dir,
         max_lag_seconds=max_lag,
-        spark=SparkSettings(
-            master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
-            # Rendered like profiles: keys of an object store come from the environment, never the file.
-            conf=_spark_conf(spark.get("conf"), env, require_env),
-            jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
-        ),
-        defaults=Defaults(
-            chunk_size=_positive_int(defaults.get("chunk_size", DEFAULTS.chunk_size), "defaults.chunk_size"),
-            delivery=delivery,
-            flush_rows=_positive_int(defaults.get("flush_rows", DEFAULTS.flush_rows), "defaults.flush_rows"),
-            even_distribution=_number_pair(even, "defaults.even_distribution", "[0.05, 1000.0]"),
-            commit_rows=_positive_int(defaults.get("commit_rows", DEFAULTS.commit_rows), "defaults.commit_rows"),
-            snapshot_mode=SnapshotMode.parse(defaults.get("snapshot_mode", DEFAULTS.snapshot_mode),
-                                             f"{PROJECT_FILE}: defaults.snapshot_mode", "defaults.snapshot_mode"),
-            table_features=_table_features(defaults.get("table_features", list(DEFAULTS.table_features))),
-        ),
+        spark=spark_settings,
+        defaults=table_defaults,
         server_ids=server_ids,
         source=source,
         target=target,
     )
 
 
-def _section(project: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """A top-level section of the project file: a mapping, or empty when left out."""
-    value = project.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{PROJECT_FILE}: '{name}' must be a mapping of settings, not {_kind(value)}",
-                          setting=name)
-    return value
+def _spark_settings(spark: Mapping[str, Any], env: Mapping[str, str], require_env: bool) -> SparkSettings:
+    """The ``spark`` section; ``SPARK_MASTER`` and ``LAKEHOUSE_JARS_DIR`` override it."""
+    return SparkSettings(
+        master=str(env.get("SPARK_MASTER") or spark.get("master", DEFAULTS.spark_master)),
+        # Rendered like profiles: keys of an object store come from the environment, never the file.
+        conf=_spark_conf(spark.get("conf"), env, require_env),
+        jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
+    )
 
 
-def _server_id_range(value: object) -> tuple[int, int]:
-    """The replica server ids binlog readers take: two ordered whole numbers. (YAML reads
-    ``5400`` as one number and ``"5400"`` as a string, which indexing would split into digits.)"""
-    if (isinstance(value, list | tuple) and len(value) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-            and 1 <= value[0] <= value[1] <= MAX_SERVER_ID):
-        return int(value[0]), int(value[1])
-    raise ConfigError(f"{PROJECT_FILE}: binlog.server_id_range is {value!r}; use two ordered whole numbers "
-                      f"from 1 to {MAX_SERVER_ID}, lowest first, e.g. [5400, 5499]",
-                      setting="binlog.server_id_range")
-
-
-def _number_pair(value: object, name: str, example: str) -> tuple[float, float]:
-    """Two ordered numbers, e.g. ``defaults.even_distribution``."""
-    try:
-        if not isinstance(value, list | tuple) or len(value) != 2 or isinstance(value[0], str | bool) \
-                or isinstance(value[1], str | bool):
-            raise TypeError
-        low, high = float(value[0]), float(value[1])
-    except (TypeError, ValueError):
-        low = high = float("nan")
-    if not low <= high:  # also refuses NaN
-        raise ConfigError(f"{PROJECT_FILE}: {name} is {value!r}; use two ordered numbers, lowest first, "
-                          f"e.g. {example}", setting=name)
-    return low, high
+def _defaults(defaults: Mapping[str, Any], delivery: Delivery) -> Defaults:
+    """The ``defaults`` section (``delivery`` already read: it is checked before the lake)."""
+    even = defaults.get("even_distribution", DEFAULTS.even_distribution)
+    return Defaults(
+        chunk_size=values.positive_int(defaults.get("chunk_size", DEFAULTS.chunk_size), "defaults.chunk_size",
+                                       PROJECT_FILE),
+        delivery=delivery,
+        flush_rows=values.positive_int(defaults.get("flush_rows", DEFAULTS.flush_rows), "defaults.flush_rows",
+                                       PROJECT_FILE),
+        even_distribution=values.number_pair(even, "defaults.even_distribution", "[0.05, 1000.0]", PROJECT_FILE),
+        commit_rows=values.positive_int(defaults.get("commit_rows", DEFAULTS.commit_rows), "defaults.commit_rows",
+                                        PROJECT_FILE),
+        snapshot_mode=SnapshotMode.parse(defaults.get("snapshot_mode", DEFAULTS.snapshot_mode),
+                                         f"{PROJECT_FILE}: defaults.snapshot_mode", "defaults.snapshot_mode"),
+        table_features=values.table_features(defaults.get("table_features", list(DEFAULTS.table_features)),
+                                             PROJECT_FILE),
+    )
 
 
 def _spark_conf(value: object, env: Mapping[str, str], require_env: bool) -> dict[str, str]:
@@ -251,28 +235,14 @@ def _spark_conf(value: object, env: Mapping[str, str], require_env: bool) -> dic
         return {}
     if not isinstance(value, dict):
         raise ConfigError(f"{PROJECT_FILE}: spark.conf must be a mapping of Spark settings to values "
-                          f"(e.g. spark.driver.memory: 4g), not {_kind(value)}", setting="spark.conf")
+                          f"(e.g. spark.driver.memory: 4g), not {values.kind(value)}", setting="spark.conf")
     for key, item in value.items():
         if isinstance(item, dict | list) or item is None:
             raise ConfigError(f"{PROJECT_FILE}: spark.conf {key!r} must be one value (text or a number), "
-                              f"not {_kind(item)}", setting=f"spark.conf.{key}")
+                              f"not {values.kind(item)}", setting=f"spark.conf.{key}")
     rendered = render_env_vars(value, env, PROJECT_FILE, None if require_env else set(), "spark.conf")
     return {str(k): str(v) for k, v in rendered.items()}
 
-
-def _kind(value: object) -> str:
-    """What a YAML value is, for a message that must not show the value itself."""
-    kinds = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list",
-             dict: "a mapping", type(None): "empty"}
-    return kinds.get(type(value), type(value).__name__)
-
-
-def _table_features(value: object) -> frozenset[str]:
-    known = TABLE_FEATURES
-    if not isinstance(value, list) or any(v not in known for v in value):
-        raise ConfigError(f"{PROJECT_FILE}: defaults.table_features is {value!r}; use a list of "
-                          f"{', '.join(known)} (or [] for none)", setting="defaults.table_features")
-    return frozenset(value)
 
 
 def peek_target_dir(root: Path) -> Path | None:
@@ -291,102 +261,6 @@ def peek_target_dir(root: Path) -> Path | None:
 
 def _target_dir(root: Path, project: Mapping[str, Any]) -> Path:
     return root / str(project.get("target_dir") or DEFAULTS.target_dir)
-
-
-def render_env_vars(value: Any, env: Mapping[str, str], where: str, missing: set[str] | None = None,
-                    setting: str = "") -> Any:
-    """Render ``{{ env_var(...) }}`` in every string of a parsed YAML tree. An unset variable
-    without a default is an error, or, when ``missing`` is given, "" with its name added there.
-
-    A value that is not a valid template is an error naming its setting (``setting``, the
-    path of keys down to it), never the value: it may be a literal password."""
-    if isinstance(value, dict):
-        return {k: render_env_vars(v, env, where, missing, f"{setting}.{k}" if setting else str(k))
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [render_env_vars(v, env, where, missing, f"{setting}[{i}]") for i, v in enumerate(value)]
-    if not isinstance(value, str) or "{{" not in value:
-        return value
-
-    def env_var(name: str, default: str | None = None) -> str:
-        if name in env:
-            return env[name]
-        if default is not None:
-            return default
-        if missing is not None:
-            missing.add(name)
-            return ""
-        raise ConfigError(
-            f"{where}: environment variable {name} is not set; export {name}=... "
-            "(secrets live only in the environment)", setting=name,
-        )
-
-    jinja = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
-    try:
-        return jinja.from_string(value).render(env_var=env_var)
-    except jinja2.TemplateError:
-        # Jinja's own message quotes the template's text (``got 'word'``): it is left out.
-        name = setting or "a value"
-        raise ConfigError(
-            f"{where}: {name} is not a valid template (only {{{{ env_var('NAME') }}}} and "
-            f"{{{{ env_var('NAME', 'default') }}}} are rendered): write a literal '{{{{' as "
-            f"{{{{ '{{{{' }}}}, or move the value into an environment variable and use env_var",
-            setting=setting or None,
-        ) from None
-
-
-def _profile_output(
-    profiles: dict[str, Any],
-    name: str,
-    target: str | None,
-    env: Mapping[str, str],
-    where: Path,
-) -> tuple[str, dict[str, Any]]:
-    """The selected target's name and every output of the profile."""
-    profile = profiles.get(name)
-    if not isinstance(profile, dict):
-        raise ConfigError(f"{where}: no profile named {name!r} (the project file's 'profile')")
-    target = str(target or env.get("LAKEHOUSE_TARGET") or profile.get("target", DEFAULTS.target))
-    outputs = profile.get("outputs") or {}
-    if target not in outputs:
-        raise ConfigError(
-            f"{where}: profile {name!r} has no output {target!r}; known: {sorted(outputs)}"
-        )
-    if not isinstance(outputs[target], dict):
-        raise ConfigError(f"{where}: output {target!r} must be a mapping")
-    return target, outputs
-
-
-def _target_lake(
-    root: Path,
-    project_lake: str,
-    outputs: Mapping[str, Any],
-    target: str,
-    env: Mapping[str, str],
-    where: Path,
-) -> tuple[str, bool]:
-    """The target's lake root, and whether it is its own (the output sets ``lake_root``).
-
-    The lake holds the checkpoints: two targets on one lake would resume from each other's
-    binlog positions (of another server). So at most one output may use the project's
-    ``lake_root``; every other one names a lake of its own."""
-
-    def lake_of(output: Any, missing: set[str] | None) -> str:
-        raw = output.get("lake_root") if isinstance(output, dict) else None
-        text = project_lake if raw is None else str(render_env_vars(raw, env, str(where), missing))
-        return text if "://" in text or text.startswith("/") else str((root / text).resolve())
-
-    lake = lake_of(outputs[target], None)
-    for other in sorted(outputs):
-        missing: set[str] = set()
-        # Another output's variables need not be set: such a lake cannot be compared.
-        if other != target and lake_of(outputs[other], missing) == lake and not missing:
-            raise ConfigError(
-                f"{where}: outputs {target!r} and {other!r} would share the lake {lake} and with "
-                "it their checkpoints: set lake_root in one of the two outputs (each target keeps "
-                "a lake of its own)"
-            )
-    return lake, outputs[target].get("lake_root") is not None
 
 
 def _load_source(
@@ -411,64 +285,7 @@ def _load_source(
         user=str(raw["user"]),
         password=str(raw["password"]),
         database=str(raw["database"]),
-        connect_timeout=_positive_int(raw.get("connect_timeout", DEFAULTS.connect_timeout_s), "connect_timeout",
-                                      str(where)),
+        connect_timeout=values.positive_int(raw.get("connect_timeout", DEFAULTS.connect_timeout_s), "connect_timeout",
+                                            str(where)),
         unset=tuple(sorted(missing or ())),
     )
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        loaded = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path} not found: run from the project folder or pass --project-dir"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {yaml_problem(exc)}") from exc
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path} must hold a mapping at the top level")
-    return loaded
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """One line: what the parser expected and where (1-based line and column)."""
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return " ".join(str(exc).split())
-    words = " ".join(" ".join(filter(None, (exc.context, exc.problem))).split()) or "cannot parse"
-    mark = exc.problem_mark or exc.context_mark
-    return f"{words} (line {mark.line + 1}, column {mark.column + 1})" if mark else words
-
-
-def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
-    if key not in mapping:
-        raise ConfigError(f"{where}: '{key}' is required", setting=key)
-    return mapping[key]
-
-
-def _positive_number(value: Any, name: str) -> float:
-    try:
-        if isinstance(value, bool):  # float(True) is 1.0
-            raise TypeError
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{PROJECT_FILE}: {name} must be a number", setting=name) from None
-    if not number > 0:  # also refuses NaN
-        raise ConfigError(f"{PROJECT_FILE}: {name} must be positive", setting=name)
-    return number
-
-
-def _positive_int(value: Any, name: str, where: str = PROJECT_FILE) -> int:
-    # int() would take true as 1 and 1.5 as 1: a setting of the wrong kind is refused instead.
-    whole = isinstance(value, int) and not isinstance(value, bool)
-    if not whole and not (isinstance(value, str) and value.strip().isdigit()):
-        raise ConfigError(f"{where}: {name} is {value!r}; it must be a whole number", setting=name)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {name} must be a whole number", setting=name) from None
-    if number <= 0:
-        raise ConfigError(f"{where}: {name} must be positive", setting=name)
-    return number

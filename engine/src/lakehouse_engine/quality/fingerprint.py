@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from ..source.canonical import SRID_BYTES
 from ..source.connection import quote_ident
 from ..source.introspect import ColumnInfo
 from ..source.typemap import (
@@ -40,7 +41,6 @@ from ..source.typemap import (
     MARIADB_BINARY_TEXT,
     SPARK_MAX_PRECISION,
     SPATIAL_TYPES,
-    SRID_BYTES,
     TEXT_TYPES,
 )
 
@@ -65,7 +65,7 @@ def is_long(col: ColumnInfo) -> bool:
 
 def _zero_date_guard(name: str, expression: str) -> str:
     """NULL where silver holds NULL: the zero date and dates with a zero part, which SELECT
-    returns as text and the binlog as None (``typemap._zero_date_to_none``)."""
+    returns as text and the binlog as None (``canonical.zero_date_to_none``)."""
     return f"IF(YEAR({name}) = 0 OR MONTH({name}) = 0 OR DAYOFMONTH({name}) = 0, NULL, {expression})"
 
 
@@ -91,7 +91,7 @@ def sql_field(col: ColumnInfo) -> str:
 
 
 def _sql_wkb(name: str) -> str:
-    """A spatial value as silver holds it (``typemap._wkb``): the server's value is its SRID (4
+    """A spatial value as silver holds it (``canonical.spatial_wkb``): the server's value is its SRID (4
     bytes, little-endian) then WKB in little-endian order; SRID 0 gives the WKB, any other the
     EWKB: the type's high byte gets the SRID flag (0x20) and the SRID follows the type."""
     srid, body = f"SUBSTRING({name}, 1, {SRID_BYTES})", f"SUBSTRING({name}, {SRID_BYTES + 1})"
@@ -126,7 +126,7 @@ def _sql_text(col: ColumnInfo, name: str) -> str:
         # UTC microseconds; the zero TIMESTAMP (epoch 0, never a real value) is NULL in silver.
         return f"CAST(NULLIF(CAST(UNIX_TIMESTAMP({name}) * 1000000 AS SIGNED), 0) AS CHAR)"
     if kind == "time":
-        # typemap._time_text: the fraction only when there is one, always six digits then.
+        # canonical.time_text: the fraction only when there is one, always six digits then.
         return (f"IF(MICROSECOND({name}) = 0, TIME_FORMAT({name}, '%H:%i:%s'), "
                 f"TIME_FORMAT({name}, '%H:%i:%s.%f'))")
     if kind in FLOAT_TYPES:

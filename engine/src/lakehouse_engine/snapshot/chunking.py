@@ -17,6 +17,7 @@ from typing import Any
 
 import pymysql
 
+from ..source.canonical import pad_binary
 from ..source.connection import qualified, query, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
 from ..state.chunks import Chunk as Chunk  # re-exported: checkpoints hold chunks, state owns the type
@@ -215,8 +216,6 @@ def selected_key(columns: Sequence[ColumnInfo], key: KeyValue) -> KeyValue:
     the binlog strips BINARY(n)'s trailing zero bytes, SELECT keeps all n."""
     if all(col.data_type != "binary" for col in columns):
         return key  # the common case, once per binlog change: nothing to pad
-    from ..source.typemap import pad_binary  # here: typemap imports pyspark, which `status` must not
-
     return tuple(pad_binary(col.display_width or 0, value) if col.data_type == "binary" and value is not None
                  else value for col, value in zip(columns, key, strict=True))
 

@@ -1,15 +1,10 @@
-"""Lock-free chunk reads, in parallel as Spark tasks (the driver plans, tasks read).
+"""Lock-free chunk reads, in parallel as Spark tasks: the driver's side (the driver plans, tasks
+read).
 
-Each task opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and reads the exact binlog
-position of its read view (MariaDB/Percona): the chunk is the table's state at that position,
-its high watermark, so no backfill is needed.
-
-Rows travel as Arrow columns from the socket to Parquet: a task reads its chunk's result set in
-blocks (:mod:`resultset`), converts each column with one vectorized cast (:mod:`textcolumns`),
-and writes the chunk as a Parquet file; it returns only the chunk's watermark, its row count and
-the file. The driver then commits every file of the batch to bronze in one Delta commit whose
-checkpoint holds those watermarks. Nothing is cached and no row is converted in Python one at a
-time.
+A batch of chunks becomes one Spark job whose tasks read and stage the chunks
+(:mod:`chunktask`); the driver then commits every file of the batch to bronze in one Delta
+commit whose checkpoint holds the chunks' watermarks, and turns an error raised inside a task
+back into the engine error it was.
 
 The tasks write their files under the project's ``target/staging`` (which every executor must
 see: it does on the default local master). On a local lake the driver moves them into bronze's
@@ -19,24 +14,15 @@ lake roots (s3a://...) get the staged files appended by Spark.
 
 from __future__ import annotations
 
-import datetime as dt
-import itertools
 import logging
-import os
 import re
 import shutil
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-import pymysql
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
 from pyspark.errors.exceptions.captured import CapturedException
@@ -45,182 +31,20 @@ from pyspark.sql import types as T
 
 from .. import errors
 from ..config.project import SourceProfile
-from ..ops import Op
 from ..sink import bronze, columnmap, deltafiles
-from ..sink.silver import SILVER_META, Commit
-from ..source.connection import connection, driver_error_in_text, qualified, start_consistent_snapshot
+from ..sink.silver import Commit
+from ..source.connection import driver_error_in_text
 from ..source.introspect import TableSchema
-from ..source.resultset import TextResult
-from ..source.textcolumns import column_converter
-from ..source.typemap import described_schema, select_list, spark_schema
+from ..source.typemap import described_schema, spark_schema
 from ..state.checkpoint import Checkpoint, Phase
-from ..state.positions import BinlogPosition, sequence
-from .arrows import arrow_schema
-from .chunking import Chunk, chunk_predicate
-from .window import Window, read_in_window
+from ..state.positions import BinlogPosition
+from .chunking import Chunk
+from .chunktask import ChunkTask, StagedChunk, silver_columns, stage_chunks
+from .window import Window
 
 log = logging.getLogger(__name__)
 
-ROW_GROUP_ROWS = 131_072  # rows gathered before a Parquet row group is written
 CREATED_ELSEWHERE = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
-
-
-@dataclass(frozen=True)
-class ChunkTask:
-    """Everything a Spark task needs to read one chunk (pickled to the executor)."""
-
-    profile: SourceProfile
-    table: TableSchema
-    chunk: Chunk
-    run_id: str
-    batch: int
-    folder: str  # the staging folder for the chunk's Parquet file(s)
-    seed_silver: bool = False  # also write the chunk's rows in silver's shape
-    window: Window | None = None  # read between watermarks (else in a consistent snapshot)
-    # Column names inside the files (:mod:`columnmap`), None: the logical names.
-    bronze_names: Mapping[str, str] | None = None
-    silver_names: Mapping[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class StagedChunk:
-    index: int
-    watermark: BinlogPosition
-    rows: int
-    path: str | None  # None when the chunk is empty
-    silver_path: str | None = None
-    key_min: dict[str, int] = field(default_factory=dict)  # integer key columns only
-    key_max: dict[str, int] = field(default_factory=dict)
-
-
-def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
-    """Spark ``mapPartitions`` body: read and stage each chunk, return what the driver needs.
-    The task's chunks share one source connection (each is read in a transaction of its own):
-    a connection costs the worker tens of milliseconds of CPU (pymysql sets up TLS for each)."""
-    pending = iter(tasks)
-    first = next(pending, None)
-    if first is None:
-        return
-    with connection(first.profile) as conn:
-        for task in itertools.chain([first], pending):
-            yield stage_chunk(task, conn)
-
-
-def silver_columns(table: TableSchema) -> list[str]:
-    """Silver's columns: the source's and the change metadata silver keeps."""
-    return [*table.column_names, *SILVER_META]
-
-
-def stage_chunk(task: ChunkTask, conn: pymysql.connections.Connection) -> StagedChunk:
-    """Read one chunk on ``conn`` and stage its file(s)."""
-    table = task.table
-    schema = arrow_schema(bronze.bronze_schema(spark_schema(table)))
-    data = pa.schema(list(schema)[: len(table.columns)])
-    where, args = chunk_predicate(table.key, task.chunk)
-    # FLOAT widened to DOUBLE: exact, like the binlog's float32.
-    sql = f"SELECT {select_list(table)} FROM {qualified(table.schema, table.table)} WHERE {where}"
-    now = dt.datetime.now(dt.UTC)
-    if task.window is None:
-        watermark = start_consistent_snapshot(conn)
-        blocks: Iterable[pa.RecordBatch] = _select(conn, sql, args, table, data)
-    else:
-        def select() -> pa.Table:
-            rows = pa.Table.from_batches(list(_select(conn, sql, args, table, data)), schema=data)
-            conn.commit()
-            return rows
-
-        rows, watermark = read_in_window(conn, task.profile, table, task.chunk, task.window, select)
-        blocks = rows.to_batches(max_chunksize=ROW_GROUP_ROWS)
-    meta = (Op.READ.value, sequence(watermark, 0), watermark.file, watermark.offset, None, now,
-            task.run_id, task.batch)
-    # Each meta column holds one value for the whole chunk: repeat a one-value array.
-    singles = [pa.array([value], type=field.type)
-               for value, field in zip(meta, list(schema)[len(table.columns):], strict=True)]
-    with _ChunkFiles(task, schema) as files:
-        for block in blocks:
-            repeat = pa.array(np.zeros(block.num_rows, dtype=np.int32))
-            constants = [single.take(repeat) for single in singles]
-            files.add(pa.RecordBatch.from_arrays([*block.columns, *constants], schema=schema))
-    conn.commit()
-    return files.staged(task.chunk.index, watermark)
-
-
-def _select(conn: pymysql.connections.Connection, sql: str, args: Sequence[object], table: TableSchema,
-            data: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The chunk's rows in blocks of the source's columns, each column converted at once."""
-    result = TextResult(conn, sql, args)
-    converters = [column_converter(col, res, field.type)
-                  for col, res, field in zip(table.columns, result.columns, data, strict=True)]
-    for block in result.blocks():
-        columns = [convert(raw) for convert, raw in zip(converters, block, strict=True)]
-        yield pa.RecordBatch.from_arrays(columns, schema=data)
-
-
-class _ChunkFiles:
-    """The chunk's bronze file (and silver-shaped twin), written in row groups of
-    ``ROW_GROUP_ROWS``; also the min/max of integer key columns, for silver's file statistics."""
-
-    def __init__(self, task: ChunkTask, schema: pa.Schema):
-        # Unique names: a retried task's earlier files are never committed, so cannot collide.
-        name = f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
-        self._path = os.path.join(task.folder, name)
-        self._silver_path = os.path.join(task.folder, "silver", name) if task.seed_silver else None
-        self._silver_columns = silver_columns(task.table)
-        self._bronze_names = columnmap.renamed(schema.names, task.bronze_names)
-        self._silver_file_names = columnmap.renamed(self._silver_columns, task.silver_names)
-        self._keys = [k for k in task.table.key if pa.types.is_integer(schema.field(k).type)]
-        self._writers: list[pq.ParquetWriter] = []
-        self._pending: list[pa.RecordBatch] = []
-        self._pending_rows = 0
-        self.rows = 0
-        self._min: dict[str, int] = {}
-        self._max: dict[str, int] = {}
-
-    def __enter__(self) -> _ChunkFiles:
-        return self
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        self._pending.append(batch)
-        self._pending_rows += batch.num_rows
-        self.rows += batch.num_rows
-        for key in self._keys:
-            low, high = pc.min_max(batch.column(key)).values()
-            if low.is_valid:
-                self._min[key] = min(self._min.get(key, low.as_py()), low.as_py())
-                self._max[key] = max(self._max.get(key, high.as_py()), high.as_py())
-        if self._pending_rows >= ROW_GROUP_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        rows = pa.Table.from_batches(self._pending)
-        named = rows.rename_columns(self._bronze_names)
-        silver = (rows.select(self._silver_columns).rename_columns(self._silver_file_names)
-                  if self._silver_path is not None else None)
-        if not self._writers:
-            self._writers.append(pq.ParquetWriter(self._path, named.schema, compression="snappy"))
-            if self._silver_path is not None and silver is not None:
-                os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
-                self._writers.append(pq.ParquetWriter(self._silver_path, silver.schema, compression="snappy"))
-        self._writers[0].write_table(named)
-        if silver is not None:
-            self._writers[1].write_table(silver)
-        self._pending, self._pending_rows = [], 0
-
-    def __exit__(self, kind: object, *rest: object) -> None:
-        try:
-            if kind is None:
-                self._flush()
-        finally:
-            for writer in self._writers:
-                writer.close()
-
-    def staged(self, index: int, watermark: BinlogPosition) -> StagedChunk:
-        if not self._writers:
-            return StagedChunk(index, watermark, 0, None)
-        return StagedChunk(index, watermark, self.rows, self._path, self._silver_path,
-                           self._min, self._max)
 
 
 _TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")

@@ -20,9 +20,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import canonical
 from .introspect import ColumnInfo
 from .resultset import ResultColumn
-from .typemap import SMALL_INTS, Convert, _as_bytes, _text, select_converter, select_step
+from .typemap import SMALL_INTS, Convert, select_converter, select_step
 
 ColumnConverter = Callable[[pa.Array], pa.Array]
 
@@ -74,9 +75,9 @@ def fast_path(col: ColumnInfo, result: ResultColumn, target: pa.DataType) -> Col
         return partial(_temporal, target, MIN_DAYS)
     if kind in {"datetime", "timestamp"} and pa.types.is_timestamp(target):
         return partial(_temporal, target, MIN_MICROS)
-    if step is _text and text and pa.types.is_string(target):
+    if step is canonical.as_text and text and pa.types.is_string(target):
         return _utf8
-    if step is _as_bytes and not text and pa.types.is_binary(target):
+    if step is canonical.as_bytes and not text and pa.types.is_binary(target):
         return _binary
     return None
 
