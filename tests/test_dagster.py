@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from lakehouse_engine.source.embedded import free_port
 
 from .conftest import run_cookiecutter

@@ -34,6 +34,12 @@ binlog:
   server_id_range: [5400, 5499]
 quality:
   max_lag_seconds: 60
+alerts:
+  on_failure: notify-oncall
+metrics:
+  textfile: /var/lib/node_exporter/textfile/lakehouse.prom
+lineage:
+  openlineage: file
 """
 
 
@@ -46,18 +52,22 @@ def project(tmp_path: Path, project_yml: str = PROJECT, profiles_yml: str = PROF
 def test_every_known_setting_loads_and_spark_conf_takes_any_spark_setting(tmp_path):
     config = load_project(project(tmp_path), env={})
     assert config.defaults.chunk_size == 100 and config.spark.conf["spark.anything.goes"] == "x"
+    assert config.telemetry.on_failure == "notify-oncall" and config.telemetry.lineage == "file"
+    assert config.telemetry.metrics_textfile == "/var/lib/node_exporter/textfile/lakehouse.prom"
 
 
 @pytest.mark.parametrize(("project_yml", "profiles_yml", "message"), [
     (PROJECT.replace("  chunk_size: 100", "  chunk_sise: 100"), PROFILES,
      "lakehouse_project.yml:7: unknown setting 'defaults.chunk_sise'; did you mean 'chunk_size'?"),
+    (PROJECT.replace("  on_failure:", "  on_falure:"), PROFILES,
+     "lakehouse_project.yml:13: unknown setting 'alerts.on_falure'; did you mean 'on_failure'?"),
     (PROJECT + "lake_roots: other\n", PROFILES,
-     "lakehouse_project.yml:12: unknown setting 'lake_roots'; did you mean 'lake_root'?"),
+     "lakehouse_project.yml:18: unknown setting 'lake_roots'; did you mean 'lake_root'?"),
     (PROJECT.replace("  master: local[1]", "  mastr: local[1]"), PROFILES,
      "lakehouse_project.yml:4: unknown setting 'spark.mastr'; did you mean 'master'?"),
     (PROJECT.replace("binlog:", "binlogs:"), PROFILES,
      "lakehouse_project.yml:8: unknown setting 'binlogs'; did you mean 'binlog'?"),
-    (PROJECT + "zzz: 1\n", PROFILES, "lakehouse_project.yml:12: unknown setting 'zzz'; known: binlog, defaults, "),
+    (PROJECT + "zzz: 1\n", PROFILES, "lakehouse_project.yml:18: unknown setting 'zzz'; known: alerts, binlog, "),
     (PROJECT, PROFILES.replace("      lake_root: /prod/lake", "      lakeroot: /prod/lake"),
      "profiles.yml:11: unknown setting 'p.outputs.prod.lakeroot'; did you mean 'lake_root'?"),
     (PROJECT, PROFILES.replace("  target: dev", "  targets: dev"),

@@ -22,6 +22,7 @@ from .values import MAX_SERVER_ID
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 POSITIVE_INT = {"type": ["integer", "string"], "minimum": 1, "description": "a whole number above 0"}
 TEXT = {"type": "string"}
+OPTIONAL_TEXT = {"type": ["string", "null"]}  # null: the feature is off
 # env_var('...') templates render to text, so a number may be written as one.
 NUMBER_OR_TEMPLATE = {"type": ["number", "string"]}
 
@@ -71,6 +72,21 @@ def project_schema() -> dict[str, Any]:
             "gx_root": TEXT,
             "max_lag_seconds": {"type": "number", "exclusiveMinimum": 0},
         }, "quality checks"),
+        "alerts": section({
+            "on_failure": {**OPTIONAL_TEXT, "description": "a shell command run when a command fails (gets "
+                                                  "$LAKEHOUSE_RUN_RESULTS and the results on stdin)"},
+            "webhook_url_env": {**OPTIONAL_TEXT, "description": "the environment variable holding a URL the "
+                                                       "run results are POSTed to on failure"},
+        }, "telling someone when a run fails"),
+        "metrics": section({
+            "textfile": {**OPTIONAL_TEXT, "description": "a Prometheus textfile written after every run, e.g. "
+                                                "/var/lib/node_exporter/textfile/lakehouse.prom"},
+        }, "Prometheus metrics"),
+        "lineage": section({
+            "openlineage": {"enum": ["none", "file", "http"]},
+            "file": {**TEXT, "description": "the file transport's file (one JSON event per line)"},
+            "url_env": {**TEXT, "description": "the environment variable holding the HTTP endpoint's URL"},
+        }, "OpenLineage run events"),
     }, "lakehouse_project.yml: the project's settings", required=("profile", "lake_root"))
     return {"$schema": DRAFT, "title": "lakehouse_project.yml", **schema}
 

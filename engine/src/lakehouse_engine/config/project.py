@@ -25,6 +25,7 @@ from ..errors import ConfigError
 from . import keys, values
 from .defaults import DEFAULTS
 from .profiles import render_env_vars, select_output, target_lake
+from .telemetry import Telemetry, telemetry_from
 
 PROJECT_FILE = "lakehouse_project.yml"
 PROFILES_FILE = "profiles.yml"
@@ -135,6 +136,7 @@ class ProjectConfig:
     server_ids: tuple[int, int]
     source: SourceProfile
     target: str = DEFAULTS.target  # the profile output in use; a target with a lake of its own has its own target_dir
+    telemetry: Telemetry = Telemetry()  # alerts, metrics and lineage (all off unless configured)
 
     def table_path(self, layer: Layer, table: str) -> str:
         return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
@@ -196,6 +198,7 @@ def load_project(
         server_ids=server_ids,
         source=source,
         target=target,
+        telemetry=telemetry_from(project, PROJECT_FILE),
     )
 
 
