@@ -31,6 +31,8 @@ class Invocation:
 
 @dataclass(frozen=True)
 class CommandContext:
+    """What a command runs with, built once the project's configuration is loaded."""
+
     config: ProjectConfig
     package: str  # the project's package; its ``tables`` subpackage holds the table modules
     invocation: Invocation

@@ -45,6 +45,8 @@ class Selection:
 
 @dataclass(frozen=True)
 class IngestOptions:
+    """``ingest``: the tables, and whether to snapshot them again."""
+
     selection: Selection
     full_refresh: bool = False
 
@@ -55,6 +57,8 @@ class IngestOptions:
 
 @dataclass(frozen=True)
 class FollowOptions:
+    """``follow``: the tables, and how often and how long to run cycles."""
+
     selection: Selection
     interval_s: float
     max_cycles: int | None = None
@@ -67,6 +71,8 @@ class FollowOptions:
 
 @dataclass(frozen=True)
 class RepairOptions:
+    """``repair``: the tables, and how long a follow holding one may take to repair it."""
+
     selection: Selection
     wait_s: float  # how long to wait for a follow to repair a table it holds
 
@@ -77,6 +83,8 @@ class RepairOptions:
 
 @dataclass(frozen=True)
 class MaintainOptions:
+    """``maintain``: the tables, and how VACUUM runs (if at all)."""
+
     selection: Selection
     retain_hours: int
     vacuum: bool = True
@@ -88,6 +96,8 @@ class MaintainOptions:
 
 @dataclass(frozen=True)
 class AddTableOptions:
+    """``add-table``: the source table to scaffold a module for."""
+
     table: str
     key: tuple[str, ...] | None = None  # None: the table's primary key
 
@@ -98,6 +108,8 @@ class AddTableOptions:
 
 @dataclass(frozen=True)
 class SourceOptions:
+    """``source``: what to do with the embedded MariaDB."""
+
     action: SourceAction
 
     @classmethod
@@ -107,6 +119,8 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SchemaOptions:
+    """``schema``: which file's JSON Schema to print."""
+
     file: SchemaFile
 
     @classmethod

@@ -108,6 +108,7 @@ def print_failed(results: Sequence[TableOutcome], log_format: LogFormat) -> list
 
 
 def print_repair(result: RepairResult) -> None:
+    """A repaired table's line, with the reconciliations before and after when keys differed."""
     if result.status == RunStatus.ERROR:
         table_line(result.table, "ERROR  see below")
     elif result.keys_found == 0:
