@@ -24,8 +24,11 @@ from .errors import ConfigError, IngestError, LakeDamagedError, LakeUnavailableE
 from .source.connection import driver_error
 
 ENGINE_DIR = Path(__file__).resolve().parent
-# Frames of these modules handle errors; the operation that failed is further in.
-_NOT_OPERATIONS = {"cli.py", "failures.py"}
+# Frames of these modules handle errors or are the command line around the operation that failed,
+# which is further in: this module, run/cli.py and the modules of the command line split from it.
+_NOT_OPERATIONS = {ENGINE_DIR / "failures.py", *(ENGINE_DIR / "run" / name for name in (
+    "cli.py", "context.py", "options.py", "parser.py", "printer.py", "runlog.py"))}
+_COMMANDS_DIR = ENGINE_DIR / "run" / "commands"
 _CALL = re.compile(r"while calling (?:[oz]\d*[.:])?([\w.$]+)\.\s*$")
 _JAVA_CLASS = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*)(?=: |$)")
 _MISSING_S3A = re.compile(r"S3AFileSystem not found|No FileSystem for scheme \"?s3a", re.IGNORECASE)
@@ -108,7 +111,7 @@ def operation(exc: BaseException) -> str:
     tb: TracebackType | None = exc.__traceback__
     while tb is not None:
         path = Path(tb.tb_frame.f_code.co_filename)
-        if ENGINE_DIR in path.parents and path.name not in _NOT_OPERATIONS:
+        if ENGINE_DIR in path.parents and path not in _NOT_OPERATIONS and _COMMANDS_DIR not in path.parents:
             found = f"{path.stem}.{tb.tb_frame.f_code.co_name}"
         tb = tb.tb_next
     return found

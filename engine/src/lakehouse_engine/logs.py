@@ -1,4 +1,4 @@
-"""Markers the engine's log records carry for the console (see ``run.cli.RunLog``).
+"""Markers the engine's log records carry for the console (see ``run.runlog.RunLog``).
 
 The log file gets every record. The console leaves out ``FILE_ONLY`` records, and ``PROGRESS``
 records (chunks done, rows/s, ETA, binlog to go) unless it is a terminal: a scheduler's log

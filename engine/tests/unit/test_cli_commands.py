@@ -14,7 +14,8 @@ import fixture_project
 import pytest
 
 from lakehouse_engine.logs import PROGRESS
-from lakehouse_engine.run import cli
+from lakehouse_engine.run import cli, parser
+from lakehouse_engine.run.runlog import RunLog
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase
 from lakehouse_engine.state.positions import BinlogPosition
 
@@ -120,7 +121,7 @@ def test_commands_that_read_the_source_need_the_password(root, capsys, command):
 ])
 def test_only_the_commands_that_read_the_source_require_its_secrets(args, needed):
     # `make setup` runs spark-check before any password is exported; debug reports a missing one.
-    assert cli._needs_source(cli.build_parser("prog").parse_args(args)) is needed
+    assert cli._needs_source(parser.build_parser("prog").parse_args(args)) is needed
 
 
 def test_debug_without_the_password_fails_the_connection_check(root, capsys):
@@ -142,7 +143,7 @@ def test_debug_names_an_unreachable_source(root, capsys, monkeypatch):
 
 
 def test_json_log_format_makes_every_console_line_one_json_object(root, capsys):
-    with cli.RunLog(PACKAGE, "json"):
+    with RunLog(PACKAGE, "json"):
         logging.getLogger("lakehouse").info("orders: %d rows", 3)
     (line,) = capsys.readouterr().err.splitlines()
     assert json.loads(line)["message"] == "orders: 3 rows" and json.loads(line)["level"] == "info"
@@ -157,7 +158,7 @@ def test_json_log_format_makes_every_console_line_one_json_object(root, capsys):
 def test_progress_lines_reach_the_console_only_on_a_terminal_and_the_log_file_always(tmp_path, capsys, terminal,
                                                                                       monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
-    with cli.RunLog(PACKAGE) as run_log:
+    with RunLog(PACKAGE) as run_log:
         run_log.write_to(tmp_path)
         logging.getLogger("lakehouse").info("orders: snapshot chunks 1/9", extra=PROGRESS)
         logging.getLogger("lakehouse").info("orders: done")
@@ -169,8 +170,8 @@ def test_progress_lines_reach_the_console_only_on_a_terminal_and_the_log_file_al
 @pytest.mark.parametrize(("flag", "terminal", "shown"), [("always", False, True), ("never", True, False)])
 def test_the_progress_flag_overrides_the_terminal_check(tmp_path, capsys, monkeypatch, flag, terminal, shown):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
-    args = cli.build_parser("lakehouse").parse_args(["status", "--progress", flag])
-    with cli.RunLog(PACKAGE, progress=cli.PROGRESS[args.progress]):
+    args = parser.build_parser("lakehouse").parse_args(["status", "--progress", flag])
+    with RunLog(PACKAGE, progress=parser.PROGRESS[args.progress]):
         logging.getLogger("lakehouse").info("orders: snapshot chunks 1/9", extra=PROGRESS)
     assert ("snapshot chunks 1/9" in capsys.readouterr().err) is shown
 

@@ -14,6 +14,7 @@ import fixture_project
 import pytest
 
 from lakehouse_engine.run import cli
+from lakehouse_engine.run.printer import shown
 
 PROFILES = """p:
   target: dev
@@ -127,7 +128,7 @@ def test_an_unexpected_exception_is_one_internal_error_line_with_details_in_the_
     monkeypatch.setitem(cli.COMMANDS, "ingest", broken_command)
     root = project(tmp_path)
     assert run(root, "ingest") == 1
-    log_file = cli._shown(root / "target" / "lakehouse.log")
+    log_file = shown(root / "target" / "lakehouse.log")
     assert stderr_lines(capsys) == [
         f"ERROR: internal error: ZeroDivisionError: division by zero; details in {log_file}"
     ]

@@ -22,6 +22,7 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.failures import storage_error
 from lakehouse_engine.run import cli
+from lakehouse_engine.run.printer import print_results
 from lakehouse_engine.snapshot.reader import task_error
 from lakehouse_engine.tables import TableSpec
 
@@ -140,7 +141,7 @@ def test_a_failed_tables_line_names_the_table_when_its_error_did_not(capsys):
     results = [TableResult("orders", RunStatus.ERROR, message="cannot reach the source at h:1 (x): start it",
                            category="retriable"),
                TableResult("customers", RunStatus.ERROR, message="table customers: gone", category="fatal")]
-    cli._print_results(results)
+    print_results(results)
     assert capsys.readouterr().err.splitlines() == [
         "ERROR [retriable]: table orders: cannot reach the source at h:1 (x): start it",
         "ERROR [fatal]: table customers: gone",
