@@ -20,6 +20,7 @@ from pyspark.errors import AnalysisException, NumberFormatException
 
 from lakehouse_engine.errors import ConfigError, IngestError
 from lakehouse_engine.failures import translate
+from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.sink import paths as lake
@@ -116,6 +117,19 @@ def test_ingest_and_dq_commands_record_their_results(spark, config):
     assert "customers                PASS" in done.stdout
     results = run_results(config)
     assert results["status"] == "success" and results["results"][0]["success"] is True
+
+
+def test_a_table_held_by_another_run_exits_3_and_leaves_that_runs_results(spark, config, tmp_path):
+    done = cli(config, "ingest", "--select", "customers", "--results-file", str(tmp_path / "mine.json"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "mine.json").read_text()) == run_results(config)  # the same record
+    before = run_results(config)
+    with table_locks(project_dir(config) / "target" / "locks", ["customers"]):  # a run in progress
+        done = cli(config, "ingest", "--select", "customers", "products")
+    assert done.returncode == 3, done.stderr[-3000:]  # nothing is wrong: a scheduler retries later
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("ERROR [busy]: table customers is being ingested by another run"), line
+    assert run_results(config) == before  # the holder's record, not the refusal's
 
 
 def test_a_read_only_lake_is_one_configuration_line_recorded_in_run_results(spark, config, mariadb):

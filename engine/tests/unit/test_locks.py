@@ -4,12 +4,11 @@ import sys
 import fixture_project
 import pytest
 
-from lakehouse_engine.errors import ConfigError
-from lakehouse_engine.run.locks import table_locks
+from lakehouse_engine.run.locks import TableBusy, table_locks
 
 HOLD = """
 import sys, time
-from lakehouse_engine.run.locks import table_locks
+from lakehouse_engine.run.locks import TableBusy, table_locks
 from pathlib import Path
 with table_locks(Path(sys.argv[1]), ["orders"]):
     print("locked", flush=True)
@@ -25,9 +24,11 @@ def test_a_second_run_of_the_same_table_is_refused_while_the_first_holds_it(tmp_
     try:
         assert holder.stdout.readline().strip() == "locked"
         busy = f"table orders is being ingested by another run \\(pid {holder.pid}, ingest\\)"
-        with pytest.raises(ConfigError, match=busy):
+        with pytest.raises(TableBusy, match=busy) as refused:
             with table_locks(tmp_path, ["customers", "orders"]):
                 pass
+        # Nothing is wrong: a scheduler retries exit code 3 later.
+        assert (refused.value.exit_code, refused.value.category) == (3, "busy")
         with table_locks(tmp_path, ["customers"]):
             pass  # other tables stay free
     finally:

@@ -200,3 +200,26 @@ def test_the_settings_are_read_from_their_sections_and_checked():
         telemetry_from({"lineage": {"openlineage": "kafka"}}, "f")
     with pytest.raises(ConfigError, match="on_failure must be a string"):
         telemetry_from({"alerts": {"on_failure": ["a"]}}, "f")
+
+
+def test_recording_an_invocation_writes_its_results_and_tells_what_the_project_asked(tmp_path):
+    import datetime as dt
+
+    from lakehouse_engine.config.project import load_project
+    from lakehouse_engine.run.context import Invocation
+    from lakehouse_engine.run.recording import Recorder
+    from lakehouse_engine.run.results import RunStatus
+
+    (tmp_path / "lakehouse_project.yml").write_text(
+        "name: acme\nprofile: p\nlake_root: lake\n"
+        f"alerts: {{on_failure: 'cat > {tmp_path}/alert.json'}}\nmetrics: {{textfile: target/m.prom}}\n")
+    (tmp_path / "profiles.yml").write_text(
+        "p: {target: dev, outputs: {dev: {host: h, port: 1, user: u, password: x, database: d}}}\n")
+    config = load_project(tmp_path, env={})
+    recorder = Recorder(config.target_dir, tmp_path / "copy" / "mine.json", config)
+    run = Invocation("ingest", "inv-9", dt.datetime.now(dt.UTC))
+    path = recorder.record(run, RunStatus.ERROR, [CUSTOMERS_ERROR], "1 of 1 table(s) failed")
+    body = json.loads(path.read_text())
+    assert json.loads((tmp_path / "copy" / "mine.json").read_text()) == body
+    assert json.loads((tmp_path / "alert.json").read_text()) == body
+    assert 'lakehouse_table_up{command="ingest",table="customers"} 0' in (tmp_path / "target" / "m.prom").read_text()

@@ -1,6 +1,7 @@
 """Command line: ``lakehouse COMMAND`` (also ``python -m lakehouse_engine`` and the project's own
 ``python -m <package>``). Exit codes: 0 ok, 1 failed tables or checks,
-2 usage or configuration error, 130 interrupted (Ctrl-C).
+2 usage or configuration error, 3 a table is held by another run (try again later), 130
+interrupted (Ctrl-C).
 
 The global options (``--target``, ``--project-dir``, ``--profiles-dir``, ``--log-format``) are
 accepted before or after the command, as in dbt. Only the commands that read the source need
@@ -24,7 +25,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,6 +52,7 @@ from .commands import (
     validate,
 )
 from .context import CommandContext, Invocation
+from .locks import TableBusy
 from .options import (
     AddTableOptions,
     FollowOptions,
@@ -58,13 +60,15 @@ from .options import (
     IngestOptions,
     MaintainOptions,
     RepairOptions,
+    ReportOptions,
     SchemaOptions,
     Selection,
     SourceOptions,
 )
 from .parser import build_parser
 from .printer import LogFormat, json_line, shown
-from .results import RunStatus, write_run_results
+from .recording import Recorder, start_lineage
+from .results import RunStatus
 from .runlog import RunLog
 
 log = logging.getLogger("lakehouse")
@@ -119,21 +123,24 @@ def _invoke(args: argparse.Namespace, flags: GlobalOptions, package: str | None,
             run_log: RunLog) -> int:
     """Load the project and run the command; whatever stops it ends as one line and an exit code."""
     # Before the configuration is read, so that a broken one is logged and recorded too.
-    target_dir = peek_target_dir(flags.project_dir)
-    run_log.write_to(target_dir)
+    recorder = Recorder(peek_target_dir(flags.project_dir), flags.results_file)
+    run_log.write_to(recorder.target_dir)
     lake_root: str | None = None
     try:
         config = load_project(flags.project_dir, profiles_dir=flags.profiles_dir, target=flags.target,
                               require_env=_needs_source(args))
-        target_dir, lake_root = config.target_dir, config.lake_root
-        run_log.write_to(target_dir)
+        recorder, lake_root = replace(recorder, target_dir=config.target_dir, config=config), config.lake_root
+        run_log.write_to(recorder.target_dir)
         if package is None:  # the configuration is sound, the package is not found: say why
             package = project.project_package(flags.project_dir)
-        context = CommandContext(config, package, run, flags.project_dir, flags.log_format)
+        context = CommandContext(config, package, run, flags.project_dir, flags.log_format, recorder)
+        if run.command in RECORDED_COMMANDS and hasattr(args, "select"):
+            recorder = replace(recorder, lineage=start_lineage(config, run, context.specs(Selection.from_args(args))))
+            context = replace(context, recorder=recorder)
         return COMMANDS[args.command](context, args)
     except (Exception, KeyboardInterrupt) as exc:  # every error ends here as one line
         failure = _failure(exc, run.command, lake_root, run_log.path)
-        return _report(failure, exc, run, target_dir, flags.log_format)
+        return _report(failure, exc, run, recorder, flags.log_format)
 
 
 def _needs_source(args: argparse.Namespace) -> bool:
@@ -161,16 +168,15 @@ def _failure(exc: BaseException, command: str, lake_root: str | None, log_path: 
                    fields=error.fields())
 
 
-def _report(failure: Failure, exc: BaseException, run: Invocation, target_dir: Path | None,
+def _report(failure: Failure, exc: BaseException, run: Invocation, recorder: Recorder,
             log_format: LogFormat = "text") -> int:
-    """Log the details, record the failure, then print its one line."""
+    """Log the details, record the failure (not a refusal by a busy table: the run holding it
+    records its own), then print its one line."""
     log.error("%s failed: %s\n%s", run.command, failure.message, failures.details(exc), extra=FILE_ONLY)
     line = failure.line
-    if run.command in RECORDED_COMMANDS and target_dir is not None:
+    if run.command in RECORDED_COMMANDS and failure.category != TableBusy.category:
         try:
-            write_run_results(target_dir, invocation_id=run.id, command=run.command,
-                              started_at=run.started, status=failure.status, results=[],
-                              message=failure.message, extra={"error": dict(failure.fields)})
+            recorder.record(run, failure.status, [], failure.message, extra={"error": dict(failure.fields)})
         except OSError as err:  # say so: the run_results.json there is an earlier run's
             log.error("cannot write run_results.json: %s", err, extra=FILE_ONLY)
             line += f" (run_results.json not written: {err.strerror})"
@@ -201,7 +207,7 @@ COMMANDS: dict[str, Command] = {
     "rebuild": _with(rebuild.run, Selection.from_args),
     "maintain": _with(maintain.run, MaintainOptions.from_args),
     "status": _with(status.run, Selection.from_args),
-    "list": _with(list_tables.run, Selection.from_args),
+    "list": _with(list_tables.run, ReportOptions.from_args),
     "validate": _plain(validate.run),
     "debug": _plain(debug.run),
     "add-table": _with(add_table.run, AddTableOptions.from_args),

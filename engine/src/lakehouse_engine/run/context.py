@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ..config.project import ProjectConfig
 from .options import Selection
 from .printer import LogFormat
-from .results import RunStatus, write_run_results
+from .recording import Recorder
+from .results import RunStatus
 
 if TYPE_CHECKING:
     from ..tables import TableSpec
@@ -38,6 +39,7 @@ class CommandContext:
     invocation: Invocation
     project_dir: Path  # resolved
     log_format: LogFormat
+    recorder: Recorder  # run_results.json, --results-file and the project's telemetry
 
     def all_specs(self) -> dict[str, TableSpec]:
         """Every table module of the project."""
@@ -53,7 +55,5 @@ class CommandContext:
 
     def record(self, status: RunStatus, results: Sequence[Any], message: str = "",
                extra: Mapping[str, Any] | None = None) -> None:
-        """Write this invocation's ``run_results.json``."""
-        write_run_results(self.config.target_dir, invocation_id=self.invocation.id, command=self.invocation.command,
-                          started_at=self.invocation.started, status=status, results=results, message=message,
-                          extra=extra)
+        """Write this invocation's ``run_results.json``, then alert, update metrics, end lineage."""
+        self.recorder.record(self.invocation, status, results, message, extra)

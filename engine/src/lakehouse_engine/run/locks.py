@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.project import ProjectConfig
-from ..errors import ConfigError
+from ..errors import IngestError
 
 UNKNOWN_HOLDER = "?"  # a lock file read in the instant between its holder's lock and its name
 
@@ -27,12 +27,16 @@ def locks_folder(config: ProjectConfig) -> Path:
     return config.target_dir / "locks"
 
 
-class TableBusy(ConfigError):
-    """Another run holds the table's lock."""
+class TableBusy(IngestError):
+    """Another run holds the table's lock: nothing is wrong, the run may be tried again later
+    (exit code 3, which a scheduler retries; ``run_results.json`` stays the holder's)."""
+
+    exit_code = 3
+    category = "busy"
 
     def __init__(self, table: str, pid: str, command: str):
-        super().__init__(f"table {table} is being ingested by another run (pid {pid}, {command}); wait for it "
-                         "to finish or stop it", table=table)
+        super().__init__(f"table {table} is being ingested by another run (pid {pid}, {command}); try again "
+                         "when it has finished, or stop it", table=table)
         self.pid = pid
         self.command = command
 

@@ -24,11 +24,12 @@ class GlobalOptions:
     target: str | None
     log_format: LogFormat
     progress: bool | None  # progress lines on the console; None: only on a terminal
+    results_file: Path | None = None  # a copy of run_results.json for this invocation alone
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> GlobalOptions:
         return cls(args.project_dir.resolve(), args.profiles_dir, args.target, args.log_format,
-                   PROGRESS[args.progress])
+                   PROGRESS[args.progress], args.results_file)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,18 @@ class RepairOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RepairOptions:
         return cls(Selection.from_args(args), args.wait)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """``status`` and ``list``: the tables, and whether to print JSON for a machine."""
+
+    selection: Selection
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReportOptions:
+        return cls(Selection.from_args(args), bool(args.json))
 
 
 @dataclass(frozen=True)

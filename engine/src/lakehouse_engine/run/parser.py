@@ -92,9 +92,11 @@ def _lake_commands(commands: _Commands) -> None:
                           help="VACUUM keeps files the last H hours of versions read "
                                f"(default and minimum {DEFAULTS.retain_hours})")
     maintain.add_argument("--no-vacuum", action="store_true", help="compact only")
-    commands.selectable("status", "each table's phase, chunks, bronze batch, position and lag, and the last run "
-                                  "(no Spark; the lag only with MYSQL_PASSWORD set)")
-    commands.selectable("list", "list the selected tables with their source table and tags")
+    status = commands.selectable("status", "each table's phase, chunks, bronze batch, position and lag, and "
+                                           "the last run (no Spark; the lag only with MYSQL_PASSWORD set)")
+    status.add_argument("--json", action="store_true", help="one JSON document (schema: lakehouse schema status)")
+    listing = commands.selectable("list", "list the selected tables with their source table and tags")
+    listing.add_argument("--json", action="store_true", help="a JSON array, one object per table")
 
 
 def _project_commands(commands: _Commands) -> None:
@@ -126,6 +128,9 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
                         help="profile output to use (default: the profile's target)")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=default("text"),
                         help="console log lines as text or as one JSON object each")
+    parser.add_argument("--results-file", type=Path, default=default(None),
+                        help="also write this invocation's run results to this file (e.g. one per "
+                             "scheduler task, which target/run_results.json shares with every run)")
     parser.add_argument("--progress", choices=tuple(PROGRESS), default=default("auto"),
                         help="progress lines (chunks, rows/s, ETA, binlog to read) on the console: "
                              "auto shows them only on a terminal (the log file always has them)")
