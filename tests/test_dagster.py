@@ -71,10 +71,7 @@ def test_every_table_is_an_asset_materialized_by_one_ingest_and_checked_by_dq(dg
     assert sorted(materialized) == sorted(tables)
     assert all(m["snapshot_rows"].value > 0 for m in materialized.values())
     assert all(m["binlog_position"].value for m in materialized.values())
-    checks = {e.asset_check_evaluation_data.asset_key.path[-1]: e.asset_check_evaluation_data
-              for e in result.get_asset_check_evaluations()} if hasattr(result, "get_asset_check_evaluations") else {
-        e.event_specific_data.asset_key.path[-1]: e.event_specific_data
-        for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    checks = {e.asset_key.path[-1]: e for e in result.get_asset_check_evaluations()}
     assert sorted(checks) == sorted(tables)
     assert all(c.passed for c in checks.values()), {t: c.metadata for t, c in checks.items() if not c.passed}
     assert any("silver_values_equal_source" in name for name in checks["orders"].metadata)

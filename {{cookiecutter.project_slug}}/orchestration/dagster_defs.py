@@ -14,8 +14,7 @@ runs in its own environment: it needs only `dagster` and calls this project's `l
   leave its tables out of the schedules here.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Dagster reads the context parameter's annotation.
 import json
 import os
 import subprocess
@@ -46,7 +45,7 @@ def key_of(table: str) -> dg.AssetKey:
 
 def run_lakehouse(context: Any, command: str, tables: Sequence[str]) -> tuple[int, dict[str, Any]]:
     """Run `lakehouse <command> --select <tables>`; its exit code and run results."""
-    results = PROJECT / "target" / f"dagster-{context.run_id}-{command}.json"
+    results = PROJECT / "target" / f"dagster-{context.run.run_id}-{command}.json"
     arguments = [LAKEHOUSE, command, "--select", *tables, "--results-file", str(results)]
     context.log.info(" ".join(arguments))
     done = subprocess.run(arguments, cwd=PROJECT, capture_output=True, text=True, check=False)
@@ -69,7 +68,7 @@ ASSETS = [dg.AssetSpec(key_of(t["name"]), group_name="lakehouse", kinds={"delta"
 
 
 @dg.multi_asset(specs=ASSETS, can_subset=True, name="lakehouse_ingest")
-def ingest(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult[Any]]:
+def ingest(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
     tables = [key.path[-1] for key in context.selected_asset_keys]
     _, body = run_lakehouse(context, "ingest", tables)
     failed = []
