@@ -88,8 +88,9 @@ def test_an_unknown_or_misspelled_key_column_is_refused():
 def test_the_natural_key_is_the_first_unique_index_without_nullable_columns():
     indexes = (UniqueIndex("uq_note", ("note",)), UniqueIndex("uq_email", ("email",)))
     assert natural_key("demo.t", COLUMNS, indexes) == ("email",)
-    with pytest.raises(ConfigError, match="no primary key or NOT NULL unique key"):
+    with pytest.raises(ConfigError, match="no primary key or NOT NULL unique key") as refused:
         natural_key("demo.t", COLUMNS, indexes[:1])
+    assert str(refused.value).endswith("or `add-table t --key col1,col2`")  # the scaffold's way too
 
 
 def test_a_column_type_is_lower_case_outside_its_members_which_keep_their_case():

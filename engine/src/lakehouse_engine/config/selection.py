@@ -55,4 +55,5 @@ def _matches_nothing(specs: Mapping[str, TableSpec], selector: str, package: str
     if WILDCARDS & set(selector):
         return f"the pattern {selector!r} matches no table (known: {known})"
     return (f"no table named {selector!r} (known: {known}); add it with "
-            f"`{f'python -m {package}' if package else 'lakehouse'} add-table {selector}`")
+            f"`{f'python -m {package}' if package else 'lakehouse'} add-table {selector}` (a table "
+            "without a primary key also needs --key col1,col2)")

@@ -165,8 +165,9 @@ def natural_key(
         if not nullable.intersection(index.columns):
             return index.columns
     raise ConfigError(
-        f"table {table} has no primary key or NOT NULL unique key: add one, or set "
-        "key=(...) to unique NOT NULL columns in its table module"
+        f"table {table} has no primary key or NOT NULL unique key: add one, or name unique NOT NULL "
+        f"columns as its key: key=(...) in its table module, or `add-table {table.rsplit('.', 1)[-1]} "
+        "--key col1,col2`"
     )
 
 
