@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from lakehouse_engine.run import pipeline as pipeline_module
+from lakehouse_engine.run import snapshots
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.sink import bronze
 
@@ -62,7 +62,7 @@ def test_key_changing_updates_move_the_row_in_silver(spark, config, mariadb):
 def test_a_run_killed_mid_snapshot_resumes_with_the_unfinished_chunks_only(spark, config, mariadb, monkeypatch):
     config = replace(config, defaults=replace(config.defaults, chunk_size=250, commit_rows=500))
     spec = [s for s in demo_specs() if s.name == "orders"]
-    real = pipeline_module.snapshot_batch
+    real = snapshots.snapshot_batch
     batches: list[int] = []
 
     def killed_after_first_commit(*args, **kwargs):
@@ -72,7 +72,7 @@ def test_a_run_killed_mid_snapshot_resumes_with_the_unfinished_chunks_only(spark
         batches.append(len(result[0]))
         return result
 
-    monkeypatch.setattr(pipeline_module, "snapshot_batch", killed_after_first_commit)
+    monkeypatch.setattr(snapshots, "snapshot_batch", killed_after_first_commit)
     with pytest.raises(KeyboardInterrupt):
         Pipeline(config, spark, "run-1").ingest(spec)
     monkeypatch.undo()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse_engine.errors import FatalError
-from lakehouse_engine.run import pipeline as pipeline_module
+from lakehouse_engine.run import snapshots
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.sink import bronze, silver
 
@@ -38,7 +38,7 @@ def _orders(config):
 
 
 def _killed_after_first_chunk_commit(monkeypatch) -> None:
-    real = pipeline_module.snapshot_batch
+    real = snapshots.snapshot_batch
     calls: list[int] = []
 
     def killed(*args, **kwargs):
@@ -47,7 +47,7 @@ def _killed_after_first_chunk_commit(monkeypatch) -> None:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "snapshot_batch", killed)
+    monkeypatch.setattr(snapshots, "snapshot_batch", killed)
 
 
 def _silver_state(spark, config) -> tuple[set, int]:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from lakehouse_engine.quality.dq import run_checks
-from lakehouse_engine.run import pipeline
+from lakehouse_engine.run import snapshots
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.sink import deltalog, silver
 from lakehouse_engine.source.connection import quote_ident
@@ -252,7 +252,7 @@ def test_a_history_silver_is_rebuilt_from_the_evolved_bronze(spark, config, mari
 def source_sql_at_batch(monkeypatch, mariadb, config, batch: int, sql: str, *, after: bool = False) -> None:
     """Run ``sql`` on the source as snapshot batch ``batch`` starts (or once it is committed).
     With 8 chunks of 50 customers, 2 per batch, the first two batches read ids 1-150 and 351-400."""
-    real = pipeline.snapshot_batch
+    real = snapshots.snapshot_batch
     started: list[int] = []
 
     def with_sql(*args, **kwargs):
@@ -264,7 +264,7 @@ def source_sql_at_batch(monkeypatch, mariadb, config, batch: int, sql: str, *, a
             run_source_sql(mariadb, config.source.database, sql)
         return done
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", with_sql)
+    monkeypatch.setattr(snapshots, "snapshot_batch", with_sql)
 
 
 def test_a_ddl_while_the_snapshot_reads_chunks_has_the_chunks_read_after_it_read_again(
@@ -360,7 +360,7 @@ def test_each_ddl_kind_during_the_snapshot_ends_with_silver_equal_to_the_source_
 def test_a_ddl_after_an_interrupted_snapshot_is_applied_before_the_remaining_chunks_are_read(
         spark, config, mariadb, monkeypatch):
     config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
-    real = pipeline.snapshot_batch
+    real = snapshots.snapshot_batch
     batches: list[int] = []
 
     def killed_after_two_batches(*args, **kwargs):
@@ -370,10 +370,10 @@ def test_a_ddl_after_an_interrupted_snapshot_is_applied_before_the_remaining_chu
         return real(*args, **kwargs)
 
     spec = TableSpec("customers", "customers")
-    monkeypatch.setattr(pipeline, "snapshot_batch", killed_after_two_batches)
+    monkeypatch.setattr(snapshots, "snapshot_batch", killed_after_two_batches)
     with pytest.raises(KeyboardInterrupt):
         Pipeline(config, spark, "run-1").ingest([spec])
-    monkeypatch.setattr(pipeline, "snapshot_batch", real)
+    monkeypatch.setattr(snapshots, "snapshot_batch", real)
     run_source_sql(mariadb, config.source.database, """
         UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
         ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NOT NULL DEFAULT 'none';

@@ -15,7 +15,7 @@ import pytest
 from lakehouse_engine.cdc.binlog import BinlogSource
 from lakehouse_engine.config.project import SourceProfile
 from lakehouse_engine.errors import ConfigError, LakeDamagedError, SourceUnavailableError
-from lakehouse_engine.run import pipeline as pipeline_module
+from lakehouse_engine.run import snapshots
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.sink import silver
 from lakehouse_engine.source import embedded
@@ -72,7 +72,7 @@ def test_killing_the_source_during_a_snapshot_fails_the_table_as_retriable_and_a
     """)
     faults = replace(config, source=SourceProfile("127.0.0.1", own_server.port, USER, PASSWORD, database))
     batches = []
-    original = pipeline_module.snapshot_batch
+    original = snapshots.snapshot_batch
 
     def killed_after_the_first_commit(*args, **kwargs):
         if batches:
@@ -80,7 +80,7 @@ def test_killing_the_source_during_a_snapshot_fails_the_table_as_retriable_and_a
         batches.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "snapshot_batch", killed_after_the_first_commit)
+    monkeypatch.setattr(snapshots, "snapshot_batch", killed_after_the_first_commit)
     specs = [TableSpec("items", "items")]
     with pytest.raises(TablesFailed) as failed:
         Pipeline(faults, spark, "run-1").ingest(specs)
@@ -89,7 +89,7 @@ def test_killing_the_source_during_a_snapshot_fails_the_table_as_retriable_and_a
     assert error.table == "items" and "run again" in str(error), str(error)
     assert failed.value.results[0].category == "retriable"
 
-    monkeypatch.setattr(pipeline_module, "snapshot_batch", original)
+    monkeypatch.setattr(snapshots, "snapshot_batch", original)
     embedded.start(own_server)  # the source is back: the next run resumes the snapshot
     Pipeline(faults, spark, "run-2").ingest(specs)
     assert_silver_equals_source(spark, faults, "items")
@@ -104,7 +104,7 @@ def test_a_select_privilege_revoked_during_a_snapshot_is_a_configuration_error_n
         INSERT INTO items SELECT seq, CONCAT('item ', seq) FROM seq_1_to_3000;
     """)
     revoked = replace(config, source=replace(config.source, user=user, password="pw"))
-    original, calls = pipeline_module.snapshot_batch, []
+    original, calls = snapshots.snapshot_batch, []
 
     def revoked_after_the_first_commit(*args, **kwargs):
         if calls:
@@ -113,7 +113,7 @@ def test_a_select_privilege_revoked_during_a_snapshot_is_a_configuration_error_n
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "snapshot_batch", revoked_after_the_first_commit)
+    monkeypatch.setattr(snapshots, "snapshot_batch", revoked_after_the_first_commit)
     with pytest.raises(TablesFailed) as failed:
         Pipeline(revoked, spark, "run-1").ingest([TableSpec("items", "items")])
     error = failed.value.errors["items"]

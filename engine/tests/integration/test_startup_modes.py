@@ -154,7 +154,7 @@ def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_ev
     position at their file/offset, with the writes of two replication domains interleaved."""
     from dataclasses import replace
 
-    from lakehouse_engine.run import pipeline
+    from lakehouse_engine.run import snapshots
     from lakehouse_engine.sink import bronze, deltalog
     from lakehouse_engine.state.checkpoint import Checkpoint
 
@@ -163,7 +163,7 @@ def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_ev
         UPDATE customers SET tier = 'gold' WHERE customer_id = 3;
     """)
     config = replace(config, defaults=replace(config.defaults, chunk_size=50, commit_rows=100))
-    real = pipeline.snapshot_batch
+    real = snapshots.snapshot_batch
     batches: list[int] = []
 
     def killed_after_one_batch(*args, **kwargs):
@@ -172,7 +172,7 @@ def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_ev
         batches.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", killed_after_one_batch)
+    monkeypatch.setattr(snapshots, "snapshot_batch", killed_after_one_batch)
     spec = TableSpec("customers", "customers")
     with pytest.raises(KeyboardInterrupt):
         Pipeline(config, spark, "run-1").ingest([spec])
@@ -182,7 +182,7 @@ def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_ev
     assert set(during.gtid.split(",")) == _gtid_position_at(mariadb, during.position)
     assert {g.split("-")[0] for g in during.gtid.split(",")} >= {"0", "7"}
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", real)
+    monkeypatch.setattr(snapshots, "snapshot_batch", real)
     run_source_sql(mariadb, config.source.database, """
         UPDATE customers SET tier = 'silver' WHERE customer_id = 4;
         SET SESSION gtid_domain_id = 7;

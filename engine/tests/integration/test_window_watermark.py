@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from lakehouse_engine.config.project import SnapshotMode, SourceProfile
-from lakehouse_engine.run import pipeline
+from lakehouse_engine.run import snapshots
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.snapshot.window import WindowHooks
 from lakehouse_engine.tables import TableSpec
@@ -74,13 +74,13 @@ def test_writes_inside_a_chunks_window_end_in_silver_exactly_once(spark, config,
                                                                     caplog):
     config = window_config(config)
     hooks = WindowHooks(writer, CHUNK, AFTER_LOW, BEFORE_HIGH)
-    real = pipeline.snapshot_batch
+    real = snapshots.snapshot_batch
 
     def with_hooks(*args, window=None, **kwargs):
         assert window is not None, "window mode was asked for"
         return real(*args, window=replace(window, hooks=hooks), **kwargs)
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", with_hooks)
+    monkeypatch.setattr(snapshots, "snapshot_batch", with_hooks)
     spec = TableSpec("customers", "customers")
     with caplog.at_level("INFO"):
         (result,) = Pipeline(config, spark, "run-1").ingest([spec])
@@ -126,7 +126,7 @@ def test_a_window_read_of_a_collated_string_key_replays_a_change_of_case(spark, 
         INSERT INTO coded VALUES ('abc', 'a'), ('Abd', 'b'), ('b1', 'c'), ('B2', 'd'), ('c1', 'e'),
                                  ('C2', 'f'), ('d1', 'g'), ('e1', 'h'), ('f1', 'i'), ('g1', 'j');
     """)
-    real = pipeline.snapshot_batch
+    real = snapshots.snapshot_batch
     seen: list[int] = []
 
     def with_hooks(*args, chunks, window=None, **kwargs):
@@ -141,7 +141,7 @@ def test_a_window_read_of_a_collated_string_key_replays_a_change_of_case(spark, 
         )) if first.index == 0 else None
         return real(*args, chunks=chunks, window=replace(window, hooks=hooks), **kwargs)
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", with_hooks)
+    monkeypatch.setattr(snapshots, "snapshot_batch", with_hooks)
     spec = TableSpec("coded", "coded")
     (result,) = Pipeline(config, spark, "run-1").ingest([spec])
     assert result.status == "success", result.message
@@ -164,7 +164,7 @@ def test_a_ddl_inside_a_chunks_window_is_applied_and_the_chunk_read_again_in_the
         "ALTER TABLE customers ADD COLUMN nick VARCHAR(20) NULL",
         "UPDATE customers SET nick = 'in-window', tier = 'gold' WHERE customer_id = 120",
     ))
-    real = pipeline.snapshot_batch
+    real = snapshots.snapshot_batch
     calls: list[int] = []
 
     def with_hooks_once(*args, window=None, **kwargs):
@@ -173,7 +173,7 @@ def test_a_ddl_inside_a_chunks_window_is_applied_and_the_chunk_read_again_in_the
             window = replace(window, hooks=hooks)
         return real(*args, window=window, **kwargs)
 
-    monkeypatch.setattr(pipeline, "snapshot_batch", with_hooks_once)
+    monkeypatch.setattr(snapshots, "snapshot_batch", with_hooks_once)
     spec = TableSpec("customers", "customers")
     (result,) = Pipeline(config, spark, "run-1").ingest([spec])
     assert result.status == "success", result.message

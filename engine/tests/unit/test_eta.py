@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakehouse_engine.run.pipeline import eta
+from lakehouse_engine.run.snapshots import eta
 
 
 def test_eta_extrapolates_the_pace_of_the_chunks_read_in_this_run():

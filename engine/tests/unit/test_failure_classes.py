@@ -136,8 +136,7 @@ def test_an_unknown_table_names_the_projects_own_add_table_command():
 
 
 def test_a_failed_tables_line_names_the_table_when_its_error_did_not(capsys):
-    from lakehouse_engine.run.pipeline import TableResult
-    from lakehouse_engine.run.results import RunStatus
+    from lakehouse_engine.run.results import RunStatus, TableResult
 
     results = [TableResult("orders", RunStatus.ERROR, message="cannot reach the source at h:1 (x): start it",
                            category="retriable"),

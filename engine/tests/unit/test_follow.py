@@ -13,7 +13,8 @@ import pytest
 from lakehouse_engine.cdc.capture import RetryPolicy
 from lakehouse_engine.errors import ConfigError, FatalError, IngestError, SourceUnavailableError
 from lakehouse_engine.run.follow import Follower, FollowOptions, NewTables, stop_requests
-from lakehouse_engine.run.pipeline import TableResult, TablesFailed
+from lakehouse_engine.run.pipeline import TablesFailed
+from lakehouse_engine.run.results import TableResult
 from lakehouse_engine.state.positions import BinlogPosition
 from lakehouse_engine.tables import TableSpec
 

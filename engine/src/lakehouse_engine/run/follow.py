@@ -54,8 +54,8 @@ from ..errors import IngestError, SourceUnavailableError
 from ..source.connection import binlog_sizes, connect, connection_error, current_position
 from ..state.positions import BinlogPosition, bytes_behind
 from ..tables import TableSpec
-from .pipeline import Pipeline, TableResult, TablesFailed
-from .results import RunStatus
+from .pipeline import Pipeline, TablesFailed
+from .results import RunStatus, TableResult
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""``target/run_results.json``: a versioned record of every invocation, dbt style.
+"""``target/run_results.json``: a versioned record of every invocation, dbt style, and the
+results it records of each table (``TableResult`` of an ingest, ``MaintenanceResult``).
 
 ``status`` is ``success``, ``fail`` (checks failed), ``error`` (with ``message``) or
 ``interrupted`` (Ctrl-C). The CLI writes it on every outcome of ``ingest``, ``follow`` and
@@ -31,6 +32,25 @@ class RunStatus(StrEnum):
     FAIL = "fail"  # quality checks ran and failed
     ERROR = "error"
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM
+
+
+@dataclass
+class TableResult:
+    """One table's outcome of an ingest (or of a follow's last cycle that ingested it)."""
+
+    table: str
+    status: RunStatus = RunStatus.SUCCESS
+    snapshot_rows: int = 0
+    binlog_rows: int = 0
+    batch: int = 0
+    position: str | None = None
+    gtid: str | None = None  # of the transaction ending at ``position``, when known
+    seconds: float = 0.0
+    message: str = ""
+    category: str = ""
+    setting: str | None = None  # of the error: the setting to change, when one is at fault
+    error_position: str | None = None  # of the error: the binlog position it happened at
+    copied: bool = False  # a snapshot-only table is wholly copied: later runs leave it as it is
 
 
 @dataclass
