@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .results import RunStatus
 
 if TYPE_CHECKING:
-    from .pipeline import TableResult
+    from .results import TableResult
     from .repair import RepairResult
 
 LogFormat = Literal["text", "json"]
