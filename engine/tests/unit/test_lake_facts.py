@@ -7,7 +7,7 @@ from decimal import Decimal
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from lakehouse_engine.sink.deltalog import parse_commit
+from lakehouse_engine.sink.log.commitfile import parse_commit
 from lakehouse_engine.sink.silver import _held, arrow_facts
 
 

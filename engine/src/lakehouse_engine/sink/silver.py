@@ -57,8 +57,9 @@ from ..identifiers import quote_ident
 from ..ops import Op
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
-from . import bronze, columnmap, deltafiles, deltalog, dvmerge, evolve, history
+from . import bronze, columnmap, dvmerge, evolve, history
 from .bronze import latest_per_key
+from .log import deltalog, localfiles, transaction
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ def apply(
         facts = arrow_facts(in_memory, key, changes.schema)
     else:
         facts = batch_facts(changes, key)
-    if facts.rows == 0 and deltafiles.is_local(silver_path):
+    if facts.rows == 0 and localfiles.is_local(silver_path):
         _record_applied(spark, silver_path, commit)
         return upto_batch - done
     appends = facts.rows == 0 or (facts.snapshot_only and _snapshot_only_until(spark, bronze_path, done)
@@ -453,9 +454,9 @@ def _record_applied(spark: SparkSession, path: str, commit: Commit) -> None:
     """Mark batches without rows as applied: a commit of no file, only the marker and the
     idempotent transaction (an empty append through Spark costs seconds of jobs for the same)."""
     try:
-        deltafiles.record_version(spark, path, app_id=commit.app_id, version=commit.batch,
-                                  user_metadata=commit.marker)
-    except deltafiles.AlreadyCommitted:
+        transaction.record_version(spark, path, app_id=commit.app_id, version=commit.batch,
+                                   user_metadata=commit.marker)
+    except transaction.AlreadyCommitted:
         return  # as Delta skips an append of a version its app id has committed
     except (CapturedException, Py4JJavaError) as exc:
         if not bronze.is_commit_conflict(exc):
