@@ -48,7 +48,8 @@ from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap, deltafiles
 from ..sink.log import localfiles
-from ..sink.silver import SILVER_META, Commit
+from ..sink.silver import SILVER_META
+from ..sink.silverlineage import Commit
 from ..source.connection import connection, driver_error_in_text, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
 from ..source.resultset import TextResult
