@@ -13,7 +13,7 @@ import pytest
 
 from lakehouse_engine.quality.dq import run_checks
 from lakehouse_engine.run.pipeline import Pipeline
-from lakehouse_engine.sink import deltalog
+from lakehouse_engine.sink.log import deltalog
 from lakehouse_engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_exact_source, run_source_sql

@@ -19,7 +19,7 @@ from pyspark.errors import AnalysisException
 from lakehouse_engine.cdc.feed import BinlogFeed
 from lakehouse_engine.run.follow import Follower, FollowOptions, SourceLink
 from lakehouse_engine.run.pipeline import Pipeline
-from lakehouse_engine.sink import deltalog
+from lakehouse_engine.sink.log import deltalog
 from lakehouse_engine.tables import TableSpec
 
 from .conftest import PROJECT_ROOT

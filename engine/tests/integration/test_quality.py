@@ -18,7 +18,7 @@ from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.run.repair import repair_table
 from lakehouse_engine.run.results import RunStatus
-from lakehouse_engine.sink import deltalog
+from lakehouse_engine.sink.log import deltalog
 from lakehouse_engine.source import embedded
 from lakehouse_engine.tables import TableSpec
 

@@ -25,7 +25,7 @@ from deltalake import DeltaTable, QueryBuilder
 
 from lakehouse_engine.config.defaults import DEFAULTS
 from lakehouse_engine.run.pipeline import Pipeline
-from lakehouse_engine.sink import deltalog, logstate
+from lakehouse_engine.sink.log import deltalog, logstate
 from lakehouse_engine.source import embedded
 from lakehouse_engine.tables import TableSpec
 

@@ -11,7 +11,8 @@ import pytest
 from lakehouse_engine.quality.dq import run_checks
 from lakehouse_engine.run import snapshots
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
-from lakehouse_engine.sink import deltalog, silver
+from lakehouse_engine.sink import silver
+from lakehouse_engine.sink.log import deltalog
 from lakehouse_engine.source.connection import quote_ident
 from lakehouse_engine.tables import TableSpec
 

@@ -13,7 +13,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import types as T
 
 from lakehouse_engine.errors import ConcurrentRunError
-from lakehouse_engine.sink import bronze, dvmerge, silver
+from lakehouse_engine.sink import bronze, dvmerge, silver, silverwrite
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_the_arrow_merge_leaves_the_same_silver_as_deltas_merge_batch_after_batc
         _append(spark, bronze_path, batch, _random_batch(rng, batch))
         _apply(spark, bronze_path, ours, batch)
         with monkeypatch.context() as delta_only:
-            delta_only.setattr(silver, "_merge_in_arrow", lambda *args, **kwargs: False)
+            delta_only.setattr(silverwrite, "merge_in_arrow", lambda *args, **kwargs: False)
             _apply(spark, bronze_path, theirs, batch)
         assert _rows(spark, ours) == _rows(spark, theirs), f"batch {batch}"
         assert silver.applied_batch(spark, ours) == batch
@@ -101,7 +101,7 @@ def test_spark_merges_into_compacts_and_counts_a_silver_the_arrow_merge_marked(s
     # Delta's MERGE then adds its own rows to the deletion vector the Arrow MERGE wrote ...
     _append(spark, bronze_path, 3, [(i, "delta", "u") for i in range(1, 200, 3)])
     with monkeypatch.context() as delta_only:
-        delta_only.setattr(silver, "_merge_in_arrow", lambda *args, **kwargs: False)
+        delta_only.setattr(silverwrite, "merge_in_arrow", lambda *args, **kwargs: False)
         _apply(spark, bronze_path, silver_path, 3)
     # ... and the Arrow MERGE to the one Delta's wrote.
     _append(spark, bronze_path, 4, [(i, "again", "u") for i in range(2, 200, 3)] + [(7, None, "d"), (900, "n", "c")])

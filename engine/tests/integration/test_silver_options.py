@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from lakehouse_engine.run.pipeline import Pipeline
-from lakehouse_engine.sink import deltalog, maintenance
+from lakehouse_engine.sink import maintenance
 from lakehouse_engine.sink.layout import CHANGE_DATA_FEED, clustering_columns
+from lakehouse_engine.sink.log import deltalog
 from lakehouse_engine.tables import TableSpec
 
 from .helpers import assert_silver_equals_exact_source, run_source_sql

@@ -14,6 +14,8 @@ from pyspark.sql import functions as F
 from lakehouse_engine.errors import ConcurrentRunError
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.sink import deltafiles
+from lakehouse_engine.sink.columnmap import StaleColumns
+from lakehouse_engine.sink.log import localfiles, transaction
 
 from .helpers import assert_silver_equals_exact_source, demo_specs, source_rows
 
@@ -75,11 +77,11 @@ def test_appending_the_same_version_twice_is_refused_and_commits_nothing(spark, 
     names = {"id": "id"}
     deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m1", physical=names)
     version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0]
-    with pytest.raises(deltafiles.AlreadyCommitted):
+    with pytest.raises(transaction.AlreadyCommitted):
         deltafiles.append_files(spark, path, [], app_id="a", version=1, user_metadata="m2", physical=names)
-    with pytest.raises(deltafiles.AlreadyCommitted):
+    with pytest.raises(transaction.AlreadyCommitted):
         deltafiles.append_files(spark, path, [], app_id="a", version=0, user_metadata="m0", physical=names)
-    with pytest.raises(deltafiles.StaleColumns):
+    with pytest.raises(StaleColumns):
         deltafiles.append_files(spark, path, [], app_id="a", version=2, user_metadata="m2",
                                 physical={"id": "col-1"})
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.max("version")).first()[0] == version
@@ -90,7 +92,7 @@ def test_a_batch_another_run_commits_while_ours_is_open_fails_our_commit(spark, 
     # transaction makes the later one a conflict instead of a second copy of the batch.
     path = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(path)
-    ours = deltafiles.open_transaction(spark, path, "a", 1)
+    ours = transaction.open_transaction(spark, path, "a", 1)
     spark.range(2).write.format("delta").mode("append").option("txnAppId", "a").option("txnVersion", 1).save(path)
     with pytest.raises(Exception) as conflict:
         ours.commit(ours.jvm.java.util.ArrayList(), "ours")
@@ -100,7 +102,7 @@ def test_a_batch_another_run_commits_while_ours_is_open_fails_our_commit(spark, 
 
 
 def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spark, config, monkeypatch):
-    monkeypatch.setattr(deltafiles, "is_local", lambda path: False)
+    monkeypatch.setattr(localfiles, "is_local", lambda path: False)
     specs = [s for s in demo_specs() if s.name == "orders"]
     Pipeline(config, spark, "run-1").ingest(specs)
     assert_silver_equals_exact_source(spark, config, "orders")

@@ -155,7 +155,8 @@ def test_every_checkpoint_records_the_gtid_position_at_its_binlog_position_in_ev
     from dataclasses import replace
 
     from lakehouse_engine.run import snapshots
-    from lakehouse_engine.sink import bronze, deltalog
+    from lakehouse_engine.sink import bronze
+    from lakehouse_engine.sink.log import deltalog
     from lakehouse_engine.state.checkpoint import Checkpoint
 
     run_source_sql(mariadb, config.source.database, """

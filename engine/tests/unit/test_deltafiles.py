@@ -1,47 +1,8 @@
-"""Finding an app id's last committed version from the newest Delta commit files back."""
+"""The statistics of files committed outside Spark."""
 
 import json
-from pathlib import Path
 
-from lakehouse_engine.sink.deltafiles import DataFile, last_txn_version, local_path
-
-
-def write_commit(log: Path, version: int, *actions: dict) -> None:
-    log.mkdir(exist_ok=True)
-    (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
-
-
-def info(metadata: str = "") -> dict:
-    return {"commitInfo": {"operation": "WRITE", "userMetadata": metadata or None}}
-
-
-def txn(app: str, version: int) -> dict:
-    return {"txn": {"appId": app, "version": version, "lastUpdated": 1}}
-
-
-def test_the_newest_commit_of_the_app_id_wins_over_older_ones(tmp_path):
-    log = tmp_path / "_delta_log"
-    write_commit(log, 0, info())
-    write_commit(log, 1, info(), txn("bronze:t", 1))
-    write_commit(log, 2, info(), txn("bronze:t", 2), {"add": {"path": "x"}})
-    write_commit(log, 3, info('{"txn": "bronze:t"}'), txn("silver:t", 9))  # another app id
-    assert last_txn_version(log, 3, "bronze:t") == 2
-    assert last_txn_version(log, 3, "silver:t") == 9
-    assert last_txn_version(log, 1, "bronze:t") == 1  # only commits up to the snapshot read
-
-
-def test_an_app_id_that_never_committed_is_minus_one(tmp_path):
-    log = tmp_path / "_delta_log"
-    write_commit(log, 0, info())
-    write_commit(log, 1, info(), txn("other", 4))
-    assert last_txn_version(log, 1, "bronze:t") == -1
-
-
-def test_a_cleaned_up_commit_file_defers_to_delta(tmp_path):
-    log = tmp_path / "_delta_log"
-    write_commit(log, 5, info())
-    write_commit(log, 6, info())
-    assert last_txn_version(log, 6, "bronze:t") is None
+from lakehouse_engine.sink.deltafiles import DataFile
 
 
 def test_file_statistics_carry_the_exact_row_count():
@@ -56,10 +17,3 @@ def test_file_statistics_name_columns_as_the_files_do_under_column_mapping():
     stats = json.loads(data.stats({"id": "col-a1", "_batch": "col-b2", "name": "col-c3"}))
     assert stats == {"numRecords": 2, "minValues": {"col-a1": 1, "col-b2": 4},
                      "maxValues": {"col-a1": 9, "col-b2": 4}, "nullCount": {"col-a1": 0}}
-
-
-def test_local_lake_paths_are_normalised_as_hadoop_normalises_them():
-    assert local_path("file:///lake/bronze/t") == "/lake/bronze/t"
-    assert local_path("file:/lake/bronze/t") == "/lake/bronze/t"
-    assert local_path("/work/../lake//bronze/t/") == "/lake/bronze/t"
-    assert local_path("//lake/bronze") == "/lake/bronze"

@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine.sink import dvcodec, dvmerge, logstate
+from lakehouse_engine.sink import dvcodec, dvmerge
 from lakehouse_engine.sink.dvmerge import Unsupported, latest, may_hold, plan
+from lakehouse_engine.sink.log import logstate
 
 SEQ = pa.decimal128(38, 0)
 

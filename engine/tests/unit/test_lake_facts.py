@@ -7,8 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from lakehouse_engine.sink.deltalog import parse_commit
-from lakehouse_engine.sink.silver import _held, arrow_facts
+from lakehouse_engine.sink.log.commitfile import parse_commit
+from lakehouse_engine.sink.silverbatch import arrow_facts, held
 
 
 def _schema(**types: T.DataType) -> T.StructType:
@@ -75,8 +75,8 @@ def _batch(*ids: int) -> pa.Table:
 def test_silver_takes_batches_from_memory_only_when_it_holds_every_batch_to_apply():
     recent = {3: _batch(1, 2), 4: _batch(3), 5: _batch(4, 5)}
 
-    assert _held(recent, 2, 5).column("id").to_pylist() == [1, 2, 3, 4, 5]  # in batch order
-    assert _held(recent, 3, 4).column("id").to_pylist() == [3]
-    assert _held(recent, 1, 5) is None  # batch 2 is not held: read bronze
-    assert _held(recent, 2, 6) is None
-    assert _held({}, 2, 3) is None and _held(None, 2, 3) is None
+    assert held(recent, 2, 5).column("id").to_pylist() == [1, 2, 3, 4, 5]  # in batch order
+    assert held(recent, 3, 4).column("id").to_pylist() == [3]
+    assert held(recent, 1, 5) is None  # batch 2 is not held: read bronze
+    assert held(recent, 2, 6) is None
+    assert held({}, 2, 3) is None and held(None, 2, 3) is None

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakehouse_engine.sink import logstate
-from lakehouse_engine.sink.logstate import StateCache, Unreadable
+from lakehouse_engine.sink.log import logstate
+from lakehouse_engine.sink.log.logstate import StateCache, Unreadable
 
 DV1 = {"storageType": "u", "pathOrInlineDv": "a" * 20, "offset": 1, "sizeInBytes": 10, "cardinality": 1}
 DV2 = {"storageType": "u", "pathOrInlineDv": "b" * 20, "offset": 1, "sizeInBytes": 10, "cardinality": 2}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_engine.errors import FatalError
-from lakehouse_engine.sink.silver import Commit, Lineage
+from lakehouse_engine.sink.silverlineage import Commit, Lineage
 
 
 def lineage(newest: int, done_run: str | None, generation: int | None = 0) -> Lineage:

@@ -39,7 +39,8 @@ from pyspark.sql import DataFrame, SparkSession
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
 from ..config.project import Layer, ProjectConfig
 from ..errors import DataQualityError, IngestError
-from ..sink import deltalog, history
+from ..sink import history
+from ..sink.log import deltalog
 from ..source.connection import binlog_sizes, connection, qualified, query, start_consistent_snapshot
 from ..source.introspect import TableSchema, describe_table
 from ..source.serverids import ServerIds

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .results import RunStatus
 
 if TYPE_CHECKING:
-    from .results import TableResult
     from .repair import RepairResult
+    from .results import TableResult
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")

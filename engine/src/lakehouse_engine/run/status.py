@@ -3,20 +3,21 @@
 Bronze commits carry the table's whole checkpoint (phase, batch, chunk plan, binlog position) as
 their ``userMetadata`` and silver commits the bronze batch they applied (see ``bronze.py`` and
 ``silver.py``). Both are in the newest commit files of the table's ``_delta_log``, so reading a
-few small JSON files answers everything: no JVM (seconds to start), no source password. Only
-the lag behind the source needs the source, and is shown only when the password is at hand.
+few small JSON files (``sink/log/localfiles.py``) answers everything: no JVM (seconds to start),
+no source password. Only the lag behind the source needs the source, and is shown only when the
+password is at hand.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..sink.commitfile import Commit, parse_commit
+from ..sink.log.localfiles import commits_back, log_dir
 from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition, bytes_behind
 from .results import FILE_NAME as RUN_RESULTS
@@ -85,22 +86,6 @@ class LastRun:
     finished_at: dt.datetime | None
     message: str
     tables: Mapping[str, str]  # table -> its own status in that run
-
-
-def log_dir(table_path: str) -> Path:
-    plain = table_path[len("file:"):] if table_path.startswith("file:") else table_path
-    return Path("/" + plain.lstrip("/")) / "_delta_log"
-
-
-def commits_back(log: Path) -> Iterator[Commit]:
-    """The table's commits from the newest back, as long as their files are there."""
-    versions = sorted((int(p.name[:20]) for p in log.glob("*.json") if p.name[:20].isdigit()), reverse=True)
-    for version in versions:
-        try:
-            lines = (log / f"{version:020d}.json").read_text().splitlines()
-        except FileNotFoundError:  # removed by a log cleanup since the listing
-            return
-        yield parse_commit(version, lines)
 
 
 def read_local(table: str, bronze_path: str, silver_path: str) -> TableState:

@@ -35,7 +35,8 @@ from ..identifiers import quote_ident
 from ..snapshot.arrows import arrow_schema, rows_to_batch
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
-from . import columnmap, deltafiles, deltalog, schemacommit
+from . import columnmap, deltafiles, schemacommit
+from .log import deltalog, localfiles, transaction
 
 META_FIELDS = (
     T.StructField("_op", T.StringType(), False),
@@ -105,14 +106,14 @@ def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]],
     Python-to-JVM conversion (which cost more than decoding the binlog). Elsewhere they cross to
     Spark as one Arrow table."""
     table = pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
-    physical = columnmap.table_names(spark, path) if deltafiles.is_local(path) else None
+    physical = columnmap.table_names(spark, path) if localfiles.is_local(path) else None
     if physical is None:
         append(spark.createDataFrame(table, schema=schema), path, checkpoint)
         return table
     files = []
     if rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-        file = os.path.join(deltafiles.local_path(path), name)
+        file = os.path.join(localfiles.local_path(path), name)
         try:
             names = columnmap.renamed(table.column_names, physical)
         except columnmap.StaleColumns as exc:
@@ -144,7 +145,7 @@ def commit_files(spark: SparkSession, path: str, files: Sequence[deltafiles.Data
         deltafiles.append_files(spark, path, files, app_id=f"bronze:{checkpoint.table}",
                                 version=checkpoint.batch, user_metadata=checkpoint.to_json(),
                                 physical=physical)
-    except (deltafiles.AlreadyCommitted, columnmap.StaleColumns):
+    except (transaction.AlreadyCommitted, columnmap.StaleColumns):
         raise concurrent_bronze_write(checkpoint) from None
     except (CapturedException, Py4JJavaError) as exc:
         if not is_commit_conflict(exc):
@@ -162,7 +163,7 @@ def commit_schema(spark: SparkSession, path: str, changes: Sequence[LakeChange],
         return schemacommit.commit(spark, path, changes, META_COLUMNS, user_metadata=checkpoint.to_json(),
                                    described=described, app_id=f"bronze:{checkpoint.table}",
                                    version=checkpoint.batch, features=features)
-    except deltafiles.AlreadyCommitted:
+    except transaction.AlreadyCommitted:
         raise concurrent_bronze_write(checkpoint) from None
     except (CapturedException, Py4JJavaError) as exc:
         if not is_commit_conflict(exc):

@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..errors import ConfigError
-from . import deltalog
+from .log import deltalog
 
 MODE = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"

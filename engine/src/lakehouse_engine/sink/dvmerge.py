@@ -49,7 +49,8 @@ from pyspark.sql import types as T
 from ..errors import ConfigError
 from ..ops import Op
 from ..snapshot.arrows import arrow_schema
-from . import columnmap, deltafiles, dvcodec, logstate
+from . import columnmap, dvcodec
+from .log import localfiles, logstate, transaction
 
 # Features whose writer duties are met by the actions written here plus Delta's own transaction
 # (which adds in-commit timestamps, keeps domain metadata and checks the protocol).
@@ -147,13 +148,13 @@ def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
 
     Raises :class:`Unsupported` (nothing written) when Delta's MERGE must do it."""
     started = time.monotonic()
-    if not deltafiles.is_local(path):
+    if not localfiles.is_local(path):
         raise Unsupported("the lake is not on the local file system")
     try:
-        opened = deltafiles.open_transaction(spark, path, app_id, batch)
-    except deltafiles.AlreadyCommitted:
+        opened = transaction.open_transaction(spark, path, app_id, batch)
+    except transaction.AlreadyCommitted:
         return False
-    root = Path(deltafiles.local_path(str(opened.log.dataPath().toUri().getPath())))
+    root = Path(localfiles.local_path(str(opened.log.dataPath().toUri().getPath())))
     try:
         state = logstate.CACHE.at(root, int(opened.txn.snapshot().version()))
     except logstate.Unreadable as exc:
@@ -210,7 +211,7 @@ def merge_metrics(source_rows: int, decided: Plan, actions: Sequence[Mapping[str
     }
 
 
-def _register_metrics(spark: SparkSession, opened: deltafiles.Transaction, values: Mapping[str, int]) -> None:
+def _register_metrics(spark: SparkSession, opened: transaction.Transaction, values: Mapping[str, int]) -> None:
     jvm = opened.jvm
     metrics = jvm.java.util.HashMap()
     for name, value in values.items():

@@ -33,8 +33,9 @@ from ..ops import Op
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, sequence
-from . import bronze, deltalog, schemacommit
+from . import bronze, schemacommit
 from .layout import CHANGE_DATA_FEED
+from .log import deltalog
 
 
 def evolved(df: DataFrame, changes: Sequence[LakeChange], meta: Sequence[str],

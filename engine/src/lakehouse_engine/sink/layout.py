@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from ..identifiers import quote_ident
 from ..tables import Layout
-from . import deltalog
+from .log import deltalog
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 

@@ -38,7 +38,8 @@ from pyspark.sql import SparkSession
 
 from ..identifiers import quote_ident
 from ..state.lakechange import Kind, LakeChange
-from . import columnmap, deltafiles
+from . import columnmap
+from .log import transaction
 
 Field = dict[str, Any]  # one field of a Delta schema's JSON
 TYPE_WIDENING = "delta.enableTypeWidening"
@@ -160,9 +161,9 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
     """Apply ``changes`` to the table at ``path`` as one metadata-only ``WRITE`` commit carrying
     ``user_metadata`` (and ``app_id``'s ``version``); False, with nothing committed, when they
     need the rows rewritten, or a table feature the table lacks and ``features`` (those it may
-    be given) leaves out. Raises :class:`deltafiles.AlreadyCommitted` (before anything is done)
+    be given) leaves out. Raises :class:`~.log.transaction.AlreadyCommitted` (before anything is done)
     and Delta's conflicts as :func:`deltafiles.append_files` does."""
-    opened = deltafiles.open_transaction(spark, path, app_id, version)
+    opened = transaction.open_transaction(spark, path, app_id, version)
     if _evolved(opened, changes, meta, described) is None:
         return False
     properties = columnmap.configuration(opened.txn.metadata())
@@ -173,7 +174,7 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
             return False
         settings = ", ".join(f"'{FEATURES[n].prop}' = '{FEATURES[n].on}'" for n in missing)
         spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({settings})")
-        opened = deltafiles.open_transaction(spark, path, app_id, version)  # on the upgraded table
+        opened = transaction.open_transaction(spark, path, app_id, version)  # on the upgraded table
     fields = _evolved(opened, changes, meta, described)
     if fields is None:  # another writer changed the table meanwhile: leave it to the rewrite
         return False
@@ -186,7 +187,7 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
     return True
 
 
-def _evolved(opened: deltafiles.Transaction, changes: Sequence[LakeChange], meta: Sequence[str],
+def _evolved(opened: transaction.Transaction, changes: Sequence[LakeChange], meta: Sequence[str],
              described: Sequence[Field] | None) -> list[Field] | None:
     current = json.loads(str(opened.txn.metadata().schemaString()))["fields"]
     return evolved_fields(current, changes, meta, described)

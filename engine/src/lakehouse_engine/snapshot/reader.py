@@ -32,7 +32,8 @@ from pyspark.sql import types as T
 from .. import errors
 from ..config.project import SourceProfile
 from ..sink import bronze, columnmap, deltafiles
-from ..sink.silver import Commit
+from ..sink.log import localfiles
+from ..sink.silverlineage import Commit
 from ..source.connection import driver_error_in_text
 from ..source.introspect import TableSchema
 from ..source.typemap import described_schema, spark_schema
@@ -95,7 +96,7 @@ def snapshot_batch(
     when silver is exactly one batch behind (see :func:`_seeds_silver`). With ``window``, each
     chunk is read between ``window.low`` and a high watermark of its own (:mod:`window`), its
     binlog reader taking a server id of its own from ``server_ids``."""
-    direct = deltafiles.is_local(bronze_path)
+    direct = localfiles.is_local(bronze_path)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
     folder = staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}"
     shutil.rmtree(folder, ignore_errors=True)
@@ -134,7 +135,7 @@ def snapshot_batch(
         if direct:
             # Into the table's folder only now: Delta will not create a table in a folder
             # that holds files, and files there that no commit references are litter.
-            target = Path(deltafiles.local_path(bronze_path))
+            target = Path(localfiles.local_path(bronze_path))
             placed = []
             for chunk in files:
                 destination = target / Path(chunk.path).name  # type: ignore[arg-type]
@@ -198,13 +199,13 @@ def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
     exactly the batches before this one, this batch's rows are new keys and silver may take
     them as they are, without a MERGE. Any other state (a crash between the bronze and the
     silver commit, an unreadable log) leaves silver to the MERGE at the end of the run."""
-    log_dir = Path(deltafiles.local_path(silver_path)) / "_delta_log"
+    log_dir = localfiles.log_dir(silver_path)
     if not log_dir.is_dir():
         return checkpoint.batch == 1
-    newest = deltafiles.newest_version(log_dir)
+    newest = localfiles.newest_version(log_dir)
     if newest is None:
         return False
-    applied = deltafiles.last_txn_version(log_dir, newest, f"silver:{checkpoint.table}")
+    applied = localfiles.last_txn_version(log_dir, newest, f"silver:{checkpoint.table}")
     return applied == checkpoint.batch - 1
 
 
@@ -214,8 +215,8 @@ def _file_names(spark: SparkSession, path: str, columns: Sequence[str]) -> dict[
     (one that needs it is created before), so it reads each column by its own name: found
     without asking Delta, whose first call on a new table would wait for the JVM to warm up (it
     does so while the tasks read instead)."""
-    log_dir = Path(deltafiles.local_path(path)) / "_delta_log"
-    if log_dir.is_dir() and deltafiles.newest_version(log_dir) is not None:
+    log_dir = localfiles.log_dir(path)
+    if log_dir.is_dir() and localfiles.newest_version(log_dir) is not None:
         found = columnmap.table_names(spark, path)
         if found is not None:
             return found
@@ -226,7 +227,7 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
                  files: Sequence[StagedChunk], checkpoint: Checkpoint, physical: Mapping[str, str]) -> None:
     """Commit the batch's silver-shaped files to silver, as ``silver.apply`` would record a
     MERGE of this batch. A failure only leaves the batch to that MERGE."""
-    target = Path(deltafiles.local_path(silver_path))
+    target = Path(localfiles.local_path(silver_path))
     moved: list[Path] = []
     try:
         schema = _silver_schema(table)

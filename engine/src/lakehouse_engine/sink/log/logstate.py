@@ -24,6 +24,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .localfiles import commit_file
+
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
 
@@ -53,7 +55,7 @@ class TableState:
     def current(self) -> bool:
         """Whether commit ``version``'s file is still the one replayed (not a table deleted and
         made again at the same path)."""
-        return self.stamp is not None and self.stamp == _stamp(self.log_dir / f"{self.version:020d}.json")
+        return self.stamp is not None and self.stamp == _stamp(commit_file(self.log_dir, self.version))
 
     @property
     def log_dir(self) -> Path:
@@ -84,12 +86,12 @@ class TableState:
         """Replay commits ``version + 1 .. upto``."""
         for version in range(self.version + 1, upto + 1):
             try:
-                lines = (self.log_dir / f"{version:020d}.json").read_text().splitlines()
+                lines = commit_file(self.log_dir, version).read_text().splitlines()
             except FileNotFoundError:
                 raise Unreadable(f"commit {version} is not in the log (cleaned up, or not published)") from None
             self.apply(json.loads(line) for line in lines if line.strip())
             self.version = version
-        self.stamp = _stamp(self.log_dir / f"{self.version:020d}.json")
+        self.stamp = _stamp(commit_file(self.log_dir, self.version))
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

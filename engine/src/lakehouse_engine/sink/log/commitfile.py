@@ -1,7 +1,7 @@
 """One Delta commit file's own facts (commit info, transaction ids), parsed without Spark.
 
-Shared by ``deltalog`` (which reads the files through Delta's log store) and ``run.status``
-(which reads a local lake's files directly and must not import pyspark)."""
+Shared by :mod:`.deltalog` (which reads the files through Delta's log store) and
+:mod:`.localfiles` (which reads a local lake's files directly and must not import pyspark)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from typing import Any
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from ..spark import jvm_view
 from .commitfile import Commit, parse_commit
-from .spark import jvm_view
 
 
 def delta_log(spark: SparkSession, path: str) -> Any:  # py4j JavaObject: org.apache.spark.sql.delta.DeltaLog
