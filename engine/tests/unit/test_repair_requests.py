@@ -129,7 +129,7 @@ def test_a_table_held_by_an_ingest_is_an_error_line_and_the_other_tables_are_rep
     finally:
         holder.release()
     assert busy.status == RunStatus.ERROR and "being ingested by another run" in busy.message
-    assert "ingest" in busy.message and busy.category == "configuration"
+    assert "ingest" in busy.message and busy.category == "busy"
     assert calls == [("customers", "run-9")] and other.status == RunStatus.SUCCESS
 
 
