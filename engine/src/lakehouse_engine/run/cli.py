@@ -206,7 +206,7 @@ COMMANDS: dict[str, Command] = {
     "repair": _with(repair.run, RepairOptions.from_args),
     "rebuild": _with(rebuild.run, Selection.from_args),
     "maintain": _with(maintain.run, MaintainOptions.from_args),
-    "status": _with(status.run, Selection.from_args),
+    "status": _with(status.run, ReportOptions.from_args),
     "list": _with(list_tables.run, ReportOptions.from_args),
     "validate": _plain(validate.run),
     "debug": _plain(debug.run),

@@ -12,7 +12,7 @@ from .parser import PROGRESS
 from .printer import LogFormat
 
 SourceAction = Literal["up", "down", "status", "changes"]
-SchemaFile = Literal["project", "profiles"]
+SchemaFile = Literal["project", "profiles", "status", "run-results"]
 
 
 @dataclass(frozen=True)

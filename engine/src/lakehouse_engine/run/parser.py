@@ -112,9 +112,9 @@ def _project_commands(commands: _Commands) -> None:
     commands.command("spark-check", "start Spark with Delta once (resolves and caches the jars)")
     commands.command("eject", "copy the engine's source into this project (vendored) in place of the "
                               "lakehouse-engine pin")
-    schema = commands.command("schema", "print the JSON Schema of lakehouse_project.yml or profiles.yml, for an "
-                                        "editor (needs no project)")
-    schema.add_argument("file", choices=["project", "profiles"])
+    schema = commands.command("schema", "print the JSON Schema of lakehouse_project.yml or profiles.yml (for an "
+                                        "editor), or of status --json or run_results.json (needs no project)")
+    schema.add_argument("file", choices=["project", "profiles", "status", "run-results"])
 
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:

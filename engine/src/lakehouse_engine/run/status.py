@@ -146,21 +146,26 @@ def _parse_time(text: object) -> dt.datetime | None:
         return None
 
 
-def lag(state: TableState, head: BinlogPosition, sizes: Mapping[str, int], now: dt.datetime) -> str:
-    """How far a table is behind the source: binlog bytes from where it resumes, and the time
-    since the moment its data was last complete (``synced_at``), 0 when it has read up to the
-    head. The time is "?" when unknown: no catch-up has reached the head since the snapshot,
-    or the checkpoint predates synced_at."""
+def lag_numbers(state: TableState, head: BinlogPosition, sizes: Mapping[str, int],
+                now: dt.datetime) -> tuple[int | None, float | None]:
+    """How far a table is behind the source: binlog bytes from where it resumes, and seconds
+    measured as ``dq`` measures them (``freshness.measure_lag``: 0 at the head, else the time
+    since its data was last complete; None when unknown). (None, None) for a table not read."""
+    from ..quality.freshness import measure_lag  # pure: no Spark, no GX
+
     checkpoint, position = state.checkpoint, state.position
     if checkpoint is None or position is None:
+        return None, None
+    measured = measure_lag(position, checkpoint.synced_at, head, now.timestamp())
+    return bytes_behind(position, head, sizes), measured.lag_seconds
+
+
+def lag(state: TableState, head: BinlogPosition, sizes: Mapping[str, int], now: dt.datetime) -> str:
+    """``lag_numbers`` as text: "1,234 bytes, 5m" ("?" for an unknown time, "-" when not read)."""
+    behind, seconds = lag_numbers(state, head, sizes, now)
+    if behind is None:
         return "-"
-    behind = bytes_behind(position, head, sizes)
-    if behind == 0:
-        return "0 bytes, 0s"
-    if checkpoint.synced_at is None:
-        return f"{behind:,} bytes, ?"
-    synced = dt.datetime.fromtimestamp(checkpoint.synced_at, dt.UTC)
-    return f"{behind:,} bytes, {duration((now - synced).total_seconds())}"
+    return f"{behind:,} bytes, {'?' if seconds is None else duration(seconds)}"
 
 
 def duration(seconds: float) -> str:

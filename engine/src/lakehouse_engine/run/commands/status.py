@@ -1,41 +1,76 @@
-"""``lakehouse status``: each table's phase, position and lag, and the last run. Reads a local
+"""``lakehouse status``: each table's phase, position and lag, who runs it now, and the last
+run; ``--json`` gives the same as one versioned document (``run.statusdoc``). Reads a local
 lake's Delta logs directly, without Spark (a Hadoop path only through it)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ...config.project import Layer, ProjectConfig
 from ...errors import IngestError
 from ..context import CommandContext
-from ..options import Selection
+from ..options import ReportOptions
 
 if TYPE_CHECKING:
+    from ...tables import TableSpec
     from ..status import TableState
+    from ..statusdoc import SourceHead, TableFacts
 
 
-def run(ctx: CommandContext, selection: Selection) -> int:
-    from .. import status
+def run(ctx: CommandContext, options: ReportOptions) -> int:
+    from .. import status, statusdoc
 
     config = ctx.config
-    specs = ctx.specs(selection)
-    if _is_local(config.lake_root):
-        states = [status.read_local(s.name, config.table_path(Layer.BRONZE, s.name),
-                                    config.table_path(Layer.SILVER, s.name)) for s in specs]
-    else:  # a Hadoop path (s3a://) is only readable through Spark
-        states = _states_through_spark(config, [s.name for s in specs])
-    lags, note = _source_lags(config, states)
+    specs = ctx.specs(options.selection)
+    states = _states(config, specs)
+    head, note = _source_head(config, states)
+    facts = _facts(config, specs)
     last = status.last_run(config.target_dir)
     now = dt.datetime.now(dt.UTC)
+    if options.json:
+        print(json.dumps(statusdoc.document(config.target, config.lake_root, states, facts, head, note, last, now),
+                         indent=2))
+        return 0
     print(f"target {config.target}, lake {config.lake_root}")
-    for line in status.table_lines(states, lags, last, now):
+    for line in status.table_lines(states, _lag_texts(states, facts, head, now), last, now):
         print(line)
+    for table, fact in facts.items():
+        if fact.running is not None:
+            print(f"running: {table} ({fact.running[1]}, pid {fact.running[0]})")
     if note:
         print(note)
     print(status.run_line(last, now))
     return 0
+
+
+def _states(config: ProjectConfig, specs: Sequence[TableSpec]) -> list[TableState]:
+    from .. import status
+
+    if _is_local(config.lake_root):
+        return [status.read_local(s.name, config.table_path(Layer.BRONZE, s.name),
+                                  config.table_path(Layer.SILVER, s.name)) for s in specs]
+    return _states_through_spark(config, [s.name for s in specs])  # a Hadoop path (s3a://)
+
+
+def _facts(config: ProjectConfig, specs: Sequence[TableSpec]) -> dict[str, TableFacts]:
+    from ..locks import holder, locks_folder
+    from ..statusdoc import TableFacts
+
+    return {s.name: TableFacts(s.followed, holder(locks_folder(config), s.name)) for s in specs}
+
+
+def _lag_texts(states: Sequence[TableState], facts: Mapping[str, TableFacts], head: SourceHead | None,
+               now: dt.datetime) -> dict[str, str] | None:
+    """The lag column: a snapshot-only table is copied once on purpose, never "behind"."""
+    from .. import status
+
+    if head is None:
+        return None
+    return {s.table: status.lag(s, head.position, head.sizes, now) if facts[s.table].followed else "snapshot-only"
+            for s in states}
 
 
 def _is_local(lake_root: str) -> bool:
@@ -62,13 +97,13 @@ def _states_through_spark(config: ProjectConfig, tables: Sequence[str]) -> list[
     return states
 
 
-def _source_lags(config: ProjectConfig, states: Sequence[TableState]) -> tuple[dict[str, str] | None, str]:
-    """Each table's lag behind the source's binlog head, and a line saying how it was (not)
-    measured. Needs the password: without it, says how to get the lag instead."""
+def _source_head(config: ProjectConfig, states: Sequence[TableState]) -> tuple[SourceHead | None, str]:
+    """The source's binlog head for the lags, and a line saying how it was (not) read. Needs
+    the password: without it, says how to get the lag instead."""
     import pymysql
 
     from ...source.connection import binlog_sizes, connection, current_position
-    from .. import status
+    from ..statusdoc import SourceHead
 
     if not any(s.position for s in states):
         return None, ""
@@ -77,9 +112,7 @@ def _source_lags(config: ProjectConfig, states: Sequence[TableState]) -> tuple[d
                       "(export it to compare with the source's binlog position)")
     try:
         with connection(config.source, read_timeout=30) as conn:
-            head, sizes = current_position(conn), binlog_sizes(conn)
+            head = SourceHead(current_position(conn), binlog_sizes(conn))
     except (IngestError, pymysql.err.MySQLError) as exc:
         return None, f"behind source: not measured, {' '.join(str(exc).split())}"
-    now = dt.datetime.now(dt.UTC)
-    lags = {s.table: status.lag(s, head, sizes, now) for s in states}
-    return lags, f"source binlog head: {head}"
+    return head, f"source binlog head: {head.position}"
