@@ -43,9 +43,10 @@ from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, after_transaction, bytes_behind, sequence
 from ..tables import CascadePolicy, TableSpec
 from . import cascading
-from .binlog import BinlogSource, RowChange, SchemaChange, Transaction, transactions_through
+from .binlog import BinlogSource, RowChange, SchemaChange, Transaction
 from .evolution import plan
 from .feed import BinlogFeed
+from .passes import transactions_through
 from .prefetch import ProcessPrefetcher
 
 log = logging.getLogger(__name__)

@@ -32,10 +32,10 @@ from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError
 from ..identifiers import quote_ident
-from ..snapshot.arrows import arrow_schema, rows_to_batch
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
 from . import columnmap, deltafiles, deltalog, schemacommit
+from .arrows import arrow_schema, rows_to_batch
 
 META_FIELDS = (
     T.StructField("_op", T.StringType(), False),

@@ -48,8 +48,8 @@ from pyspark.sql import types as T
 
 from ..errors import ConfigError
 from ..ops import Op
-from ..snapshot.arrows import arrow_schema
 from . import columnmap, deltafiles, dvcodec, logstate
+from .arrows import arrow_schema
 
 # Features whose writer duties are met by the actions written here plus Delta's own transaction
 # (which adds in-commit timestamps, keeps domain metadata and checks the protocol).

@@ -47,6 +47,7 @@ from .. import errors
 from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap, deltafiles
+from ..sink.arrows import arrow_schema
 from ..sink.silver import SILVER_META, Commit
 from ..source.connection import connection, driver_error_in_text, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
@@ -55,7 +56,6 @@ from ..source.textcolumns import column_converter
 from ..source.typemap import described_schema, select_list, spark_schema
 from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition, sequence
-from .arrows import arrow_schema
 from .chunking import Chunk, chunk_predicate
 from .window import Window, read_in_window
 
