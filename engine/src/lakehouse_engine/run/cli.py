@@ -606,7 +606,7 @@ def _print_repair(result: RepairResult) -> None:
 
 def cmd_rebuild(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
         started: dt.datetime) -> int:
-    from ..cdc.capture import as_table_error
+    from ..cdc.tablecapture import as_table_error
     from ..sink import silver
     from .locks import locks_folder, table_locks
 
@@ -649,7 +649,7 @@ def _lake_key(spark: SparkSession, config: ProjectConfig, spec: TableSpec) -> tu
 
 def cmd_maintain(args: argparse.Namespace, config: ProjectConfig, package: str, invocation: str,
         started: dt.datetime) -> int:
-    from ..cdc.capture import as_table_error
+    from ..cdc.tablecapture import as_table_error
     from ..sink import bronze, maintenance
     from .locks import locks_folder, table_locks
 

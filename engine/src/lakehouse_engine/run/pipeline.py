@@ -22,17 +22,9 @@ from pyspark.sql import types as T
 
 from ..cdc import startpoints
 from ..cdc.binlog import BinlogSource
-from ..cdc.capture import (
-    CatchUp,
-    RetryPolicy,
-    TableCapture,
-    as_table_error,
-    new_capture,
-    resume_position,
-    schema_changed,
-    server_id,
-)
+from ..cdc.capture import CatchUp, RetryPolicy, server_id
 from ..cdc.feed import BinlogFeed
+from ..cdc.tablecapture import TableCapture, as_table_error, new_capture, resume_position, schema_changed
 from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, Startup
 from ..errors import ConfigError, FatalError, IngestError, SourceUnavailableError
 from ..logs import PROGRESS
@@ -493,7 +485,7 @@ class Pipeline:
         position = self._start_position(conn, spec)
         checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position,
                                 gtid=gtid_position_at(conn, position) or None)
-        bronze.append_rows(self.spark, path, [], bronze.bronze_schema(described_schema(schema)), checkpoint)
+        bronze.append_batch(self.spark, path, [], described_schema(schema), checkpoint)
         log.info("%s: no snapshot (startup %s): silver takes the changes after %s", spec.name,
                  spec.startup, position)
         return checkpoint
@@ -579,8 +571,8 @@ class Pipeline:
                 # Every chunk was read at one position: no window to replay, nothing was committed.
                 done = table.checkpoint.advanced_to(end, self.run_id)
                 try:
-                    bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, table.spec.name), [],
-                                       bronze.bronze_schema(spark_schema(table.schema)), done)
+                    bronze.append_batch(self.spark, self.config.table_path(Layer.BRONZE, table.spec.name), [],
+                                        spark_schema(table.schema), done)
                 except Exception as exc:  # recorded against this table; the others go on
                     table.fail(exc, self.config.lake_root)
                     return
