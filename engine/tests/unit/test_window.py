@@ -160,8 +160,8 @@ def test_a_low_watermark_is_a_position_read_at_least_the_margin_before_the_batch
 
 
 def test_a_binary_key_from_the_binlog_is_padded_as_select_returns_it():
-    from lakehouse_engine.snapshot.chunking import selected_key
     from lakehouse_engine.source.introspect import ColumnInfo
+    from lakehouse_engine.source.keyorder import selected_key
 
     binary = ColumnInfo("k", "binary", "binary(4)", False)
     number = ColumnInfo("n", "int", "int", False)

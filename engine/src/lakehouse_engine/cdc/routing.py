@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import IngestError
 from ..ops import Op
-from ..snapshot.chunking import selected_key
+from ..source.keyorder import selected_key
 from ..state.positions import BinlogPosition, sequence
 from . import cascading
 from .binlog import RowChange, Transaction

@@ -20,9 +20,9 @@ from .. import failures
 from ..config.project import Delivery, SchemaPolicy
 from ..errors import TABLE, FatalError, IngestError
 from ..logs import FILE_ONLY
-from ..snapshot.chunking import ChunkLocator, SortKeys
 from ..source.cascades import Cascade
 from ..source.introspect import TableSchema
+from ..source.keyorder import ChunkLocator, SortKeys
 from ..source.typemap import row_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition

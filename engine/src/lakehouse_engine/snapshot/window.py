@@ -36,10 +36,11 @@ from ..ops import Op
 from ..sink.arrows import rows_to_batch
 from ..source.connection import connection, current_position
 from ..source.introspect import TableSchema
+from ..source.keyorder import SortKeys, selected_key, within
 from ..source.serverids import FIRST_TASK, ServerIds
 from ..source.typemap import row_converter
 from ..state.positions import BinlogPosition
-from .chunking import Chunk, KeyValue, SortKeys, selected_key, within
+from .chunking import Chunk, KeyValue
 
 
 @dataclass(frozen=True)
