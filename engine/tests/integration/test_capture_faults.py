@@ -111,7 +111,7 @@ def test_a_connection_killed_mid_transaction_is_resumed_from_the_last_transactio
     _many_transactions(mariadb, db, transactions=80, rows=1000)
     killed: list[int] = []
     appending, kill_done = threading.Event(), threading.Event()
-    real_append = bronze.append_rows
+    real_append = bronze.append_batch
 
     def first_append_held_until_the_kill(*args, **kwargs):
         if not appending.is_set():
@@ -135,7 +135,7 @@ def test_a_connection_killed_mid_transaction_is_resumed_from_the_last_transactio
         finally:
             kill_done.set()
 
-    monkeypatch.setattr(bronze, "append_rows", first_append_held_until_the_kill)
+    monkeypatch.setattr(bronze, "append_batch", first_append_held_until_the_kill)
     killer = threading.Thread(target=kill_the_reader_once, daemon=True)
     killer.start()
     retry = RetryPolicy(attempts=4, first_backoff_s=0.2)
@@ -157,7 +157,7 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
     config = replace(config, defaults=replace(config.defaults, flush_rows=2000))
     Pipeline(config, spark, "run-1").ingest(SPEC)
     _many_transactions(mariadb, db, transactions=60, rows=1000)
-    real_append = bronze.append_rows
+    real_append = bronze.append_batch
     slow: list[float] = []
 
     def slow_first_append(*args, **kwargs):
@@ -166,7 +166,7 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
             time.sleep(6)  # three times the server's write timeout below
         return real_append(*args, **kwargs)
 
-    monkeypatch.setattr(bronze, "append_rows", slow_first_append)
+    monkeypatch.setattr(bronze, "append_batch", slow_first_append)
     with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
         cur.execute("SELECT @@global.net_write_timeout")
         saved = int(cur.fetchone()[0])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse_engine.snapshot.chunking import ChunkLocator, SortKeys, chunk_predicate, plan_chunks
+from lakehouse_engine.snapshot.chunking import chunk_predicate, plan_chunks
 from lakehouse_engine.source.connection import connection, qualified, query, quote_ident
+from lakehouse_engine.source.keyorder import ChunkLocator, SortKeys
 
 from .helpers import run_source_sql, table_schema
 

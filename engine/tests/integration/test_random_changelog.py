@@ -135,7 +135,7 @@ def test_a_long_catch_up_merges_silver_midway_and_still_equals_the_model(spark, 
 
     from delta.tables import DeltaTable
 
-    from lakehouse_engine.cdc import capture
+    from lakehouse_engine.cdc import commits
 
     table = "random_midway"
     database = config.source.database
@@ -148,7 +148,7 @@ def test_a_long_catch_up_merges_silver_midway_and_still_equals_the_model(spark, 
     silver_path = config.table_path("silver", table)
     Pipeline(config, spark, "midway-0").ingest([spec])
     # Small budgets: bronze batches of about 7 rows, silver takes them every 20 held rows.
-    monkeypatch.setattr(capture, "HELD_ROWS", 20)
+    monkeypatch.setattr(commits, "HELD_ROWS", 20)
     config = replace(config, defaults=replace(config.defaults, flush_rows=7))
     before = DeltaTable.forPath(spark, silver_path).history().count()
     run(mariadb, database, [[(sql.replace(TABLE, table), args) for sql, args in t] for t in log.transactions(40)])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import datetime as dt
 
 from lakehouse_engine.cdc.binlog import RowChange
-from lakehouse_engine.cdc.capture import CatchUp, RetryPolicy, TableCapture
+from lakehouse_engine.cdc.routing import bronze_row
+from lakehouse_engine.cdc.tablecapture import TableCapture
 from lakehouse_engine.ops import Op
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
@@ -24,10 +25,9 @@ END = BinlogPosition("mysql-bin.000007", 1234)
 def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
     capture = TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
                            END, None, row_converter(SCHEMA, "binlog"))
-    catch_up = CatchUp(None, None, "run-1", RetryPolicy())  # type: ignore[arg-type]  # no Spark, no config used
     changes = [RowChange("t", Op.DELETE, {"id": 1, "note": "a"}, END, 1, 1_700_000_000),
                RowChange("t", Op.UPDATE, {"id": 2, "note": "b"}, END, 2, 1_700_000_000)]
-    rows = [catch_up._bronze_row(capture, c) for c in changes]
+    rows = [bronze_row(capture, c, "run-1") for c in changes]
     meta = bronze.META_COLUMNS
     first, second = (dict(zip(("id", "note", *meta), row, strict=True)) for row in rows)
     assert (first["_op"], first["_seq"]) == ("d", sequence(END, 1))

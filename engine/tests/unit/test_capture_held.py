@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine.cdc import capture as capture_module
-from lakehouse_engine.cdc.capture import CatchUp, TableCapture
+from lakehouse_engine.cdc import commits as commits_module
+from lakehouse_engine.cdc.commits import Commits, GtidTrail
+from lakehouse_engine.cdc.tablecapture import TableCapture
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from lakehouse_engine.state.positions import BinlogPosition
 from lakehouse_engine.tables import TableSpec
@@ -22,40 +23,40 @@ def _capture(checkpoint: Checkpoint) -> TableCapture:
     return TableCapture(TableSpec("t", "t"), None, checkpoint, AT, None, tuple)  # type: ignore[arg-type]
 
 
-def _catch_up(merged: list[dict[int, int]]) -> CatchUp:
+def _commits(merged: list[dict[int, int]]) -> Commits:
     def merge(capture: TableCapture) -> None:  # what silver would take: batch -> rows
         merged.append({batch: rows.num_rows for batch, rows in capture.recent.items()})
 
-    return CatchUp(None, None, "run", None, merge_silver=merge)  # type: ignore[arg-type]
+    return Commits(None, None, "run", GtidTrail(None), merge_silver=merge)  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)
 def small_budget(monkeypatch):
-    monkeypatch.setattr(capture_module, "HELD_ROWS", 10)
+    monkeypatch.setattr(commits_module, "HELD_ROWS", 10)
 
 
 def test_batches_are_held_until_they_reach_the_budget_then_silver_takes_them_all_and_they_are_released():
     merged: list[dict[int, int]] = []
-    catch_up, table = _catch_up(merged), _capture(Checkpoint("t", 1, Phase.BINLOG, "run", position=AT))
-    catch_up._hold(table, 2, _rows(4))
-    catch_up._hold(table, 3, _rows(5))
+    commits, table = _commits(merged), _capture(Checkpoint("t", 1, Phase.BINLOG, "run", position=AT))
+    commits._hold(table, 2, _rows(4))
+    commits._hold(table, 3, _rows(5))
     assert merged == [] and sorted(table.recent) == [2, 3]
-    catch_up._hold(table, 4, _rows(1))  # 10 rows held: silver takes batches 2-4
+    commits._hold(table, 4, _rows(1))  # 10 rows held: silver takes batches 2-4
     assert merged == [{2: 4, 3: 5, 4: 1}] and table.recent == {}
-    catch_up._hold(table, 5, _rows(3))  # held anew: the batches after the midway merge are complete
+    commits._hold(table, 5, _rows(3))  # held anew: the batches after the midway merge are complete
     assert sorted(table.recent) == [5]
 
 
 def test_during_the_snapshot_silver_takes_no_binlog_batch_midway_and_the_held_ones_are_dropped():
     merged: list[dict[int, int]] = []
     snapshot = Checkpoint("t", 1, Phase.SNAPSHOT, "run", snapshot=SnapshotProgress(("id",), ()))
-    catch_up, table = _catch_up(merged), _capture(snapshot)
-    catch_up._hold(table, 2, _rows(12))
+    commits, table = _commits(merged), _capture(snapshot)
+    commits._hold(table, 2, _rows(12))
     assert merged == [] and table.recent == {}
 
 
 def test_without_a_silver_merge_batches_beyond_the_budget_are_dropped_for_silver_to_read_from_bronze():
     table = _capture(Checkpoint("t", 1, Phase.BINLOG, "run", position=AT))
-    catch_up = CatchUp(None, None, "run", None)  # type: ignore[arg-type]
-    catch_up._hold(table, 2, _rows(11))
+    commits = Commits(None, None, "run", GtidTrail(None))  # type: ignore[arg-type]
+    commits._hold(table, 2, _rows(11))
     assert table.recent == {}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lakehouse_engine.cdc.capture import TableCapture, idle_advance_held
+from lakehouse_engine.cdc.commits import idle_advance_held
+from lakehouse_engine.cdc.tablecapture import TableCapture
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from lakehouse_engine.state.positions import BinlogPosition
 from lakehouse_engine.tables import TableSpec

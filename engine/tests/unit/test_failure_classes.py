@@ -10,7 +10,7 @@ import errno
 import pymysql
 import pytest
 
-from lakehouse_engine.cdc.capture import as_table_error
+from lakehouse_engine.cdc.tablecapture import as_table_error
 from lakehouse_engine.config.selection import select_tables
 from lakehouse_engine.errors import (
     TABLE,

@@ -1,4 +1,4 @@
-"""Follow mode's one binlog stream: ``binlog.tail`` read passes and the ranges ``BinlogFeed`` hands out."""
+"""Follow mode's one binlog stream: ``passes.tail`` read passes and the ranges ``BinlogFeed`` hands out."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from lakehouse_engine.cdc import binlog as binlog_module
-from lakehouse_engine.cdc.binlog import Reached, ShortRead, Transaction, tail
+from lakehouse_engine.cdc import passes as passes_module
+from lakehouse_engine.cdc.binlog import Transaction
 from lakehouse_engine.cdc.feed import BinlogFeed, item_weight
+from lakehouse_engine.cdc.passes import Reached, ShortRead, tail
 from lakehouse_engine.errors import SourceUnavailableError
 from lakehouse_engine.state.positions import BinlogPosition
 
@@ -45,7 +46,7 @@ def first(items: Iterator[object], count: int) -> list[object]:
 
 
 def test_tail_reads_on_from_the_last_transaction_and_marks_where_each_pass_ended(monkeypatch):
-    monkeypatch.setattr(binlog_module, "TAIL_INTERVAL_S", 0)
+    monkeypatch.setattr(passes_module, "TAIL_INTERVAL_S", 0)
     source = Passes(([tx(50), tx(70)], at(80)), ([tx(90)], at(90)))
     items = first(tail(source, at(10)), 5)  # type: ignore[arg-type]
     assert items == [tx(50), tx(70), Reached(at(80)), tx(90), Reached(at(90))]
@@ -56,13 +57,13 @@ def test_tail_reads_on_from_the_last_transaction_and_marks_where_each_pass_ended
 
 
 def test_tail_marks_an_idle_pass_at_its_start_when_the_server_reports_no_position(monkeypatch):
-    monkeypatch.setattr(binlog_module, "TAIL_INTERVAL_S", 0)
+    monkeypatch.setattr(passes_module, "TAIL_INTERVAL_S", 0)
     source = Passes(([], None))
     assert first(tail(source, at(40)), 1) == [Reached(at(40))]  # type: ignore[arg-type]
 
 
 def test_an_idle_tail_moves_to_the_start_of_a_new_binlog_file_so_it_never_rests_on_a_purgeable_one(monkeypatch):
-    monkeypatch.setattr(binlog_module, "TAIL_INTERVAL_S", 0)
+    monkeypatch.setattr(passes_module, "TAIL_INTERVAL_S", 0)
     source = Passes(([], at(256, file=2)), ([tx(300, file=2)], at(300, file=2)))
     items = first(tail(source, at(90)), 3)  # type: ignore[arg-type]
     assert items == [Reached(at(256, file=2)), tx(300, file=2), Reached(at(300, file=2))]
@@ -70,7 +71,7 @@ def test_an_idle_tail_moves_to_the_start_of_a_new_binlog_file_so_it_never_rests_
 
 
 def test_an_idle_tail_in_the_same_file_reads_again_from_its_last_transaction(monkeypatch):
-    monkeypatch.setattr(binlog_module, "TAIL_INTERVAL_S", 0)
+    monkeypatch.setattr(passes_module, "TAIL_INTERVAL_S", 0)
     source = Passes(([tx(50)], at(50)), ([], at(60)), ([], at(60)))
     first(tail(source, at(10)), 4)  # type: ignore[arg-type]
     assert [start for start, _ in source.reads] == [at(10), at(50), at(50)]
@@ -79,10 +80,10 @@ def test_an_idle_tail_in_the_same_file_reads_again_from_its_last_transaction(mon
 def test_tail_passes_start_at_most_every_interval_and_ever_less_often_while_they_find_nothing(monkeypatch):
     # Each pass is a replication connection: a reader that polled back to back would open
     # dozens a second on the source.
-    monkeypatch.setattr(binlog_module, "TAIL_INTERVAL_S", 0.25)
-    monkeypatch.setattr(binlog_module, "TAIL_IDLE_INTERVAL_S", 1.0)
+    monkeypatch.setattr(passes_module, "TAIL_INTERVAL_S", 0.25)
+    monkeypatch.setattr(passes_module, "TAIL_IDLE_INTERVAL_S", 1.0)
     pauses: list[float] = []
-    monkeypatch.setattr(binlog_module.time, "sleep", pauses.append)
+    monkeypatch.setattr(passes_module.time, "sleep", pauses.append)
     source = Passes(([tx(50)], at(50)))  # then passes that find nothing
     first(tail(source, at(10)), 6)  # type: ignore[arg-type]
     assert pauses == pytest.approx([0.25, 0.5, 1.0, 1.0], abs=0.05)

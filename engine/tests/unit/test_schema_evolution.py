@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse_engine.cdc.capture import LAKE_COLUMNS
 from lakehouse_engine.cdc.evolution import Evolution, keeps_values, plan
+from lakehouse_engine.cdc.schemachanges import LAKE_COLUMNS
 from lakehouse_engine.source import ddl
 from lakehouse_engine.source.ddl import AddColumn, DropColumn, ModifyColumn, RenameColumn
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema

@@ -9,8 +9,9 @@ import pytest
 
 from lakehouse_engine.config.project import load_project
 from lakehouse_engine.errors import ConfigError
-from lakehouse_engine.snapshot.chunking import ChunkLocator, SortKeys, chunks_from_boundaries, within
+from lakehouse_engine.snapshot.chunking import chunks_from_boundaries
 from lakehouse_engine.source.introspect import ColumnInfo
+from lakehouse_engine.source.keyorder import ChunkLocator, SortKeys, within
 
 PROFILES = "p:\n  target: dev\n  outputs:\n    dev: {host: h, port: 1, user: u, password: x, database: d%s}\n"
 SETTINGS = {  # setting -> (file, YAML that sets it to {value})

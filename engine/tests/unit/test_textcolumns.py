@@ -6,7 +6,7 @@ import pytest
 from pymysql import converters
 from pymysql.constants import FIELD_TYPE
 
-from lakehouse_engine.snapshot.arrows import arrow_schema
+from lakehouse_engine.sink.arrows import arrow_schema
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
 from lakehouse_engine.source.resultset import ResultColumn
 from lakehouse_engine.source.textcolumns import column_converter, exact_values, fast_path

@@ -10,7 +10,8 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from lakehouse_engine.cdc import rowimage
 from lakehouse_engine.cdc.binlog import BinlogSource, UnknownTableIdError, _TableMap
-from lakehouse_engine.cdc.capture import TableCapture, after_watermarks
+from lakehouse_engine.cdc.routing import after_watermarks
+from lakehouse_engine.cdc.tablecapture import TableCapture
 from lakehouse_engine.config.project import SourceProfile
 from lakehouse_engine.errors import FatalError, SourceUnavailableError
 from lakehouse_engine.snapshot.chunking import Chunk

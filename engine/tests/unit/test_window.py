@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine.cdc import binlog as binlog_module
 from lakehouse_engine.cdc import capture as capture_module
+from lakehouse_engine.cdc import passes as passes_module
 from lakehouse_engine.cdc.binlog import RowChange, SchemaChange, TableProblem, Transaction
 from lakehouse_engine.config.project import SnapshotMode
 from lakehouse_engine.errors import FatalError, SourceUnavailableError
@@ -160,8 +160,8 @@ def test_a_low_watermark_is_a_position_read_at_least_the_margin_before_the_batch
 
 
 def test_a_binary_key_from_the_binlog_is_padded_as_select_returns_it():
-    from lakehouse_engine.snapshot.chunking import selected_key
     from lakehouse_engine.source.introspect import ColumnInfo
+    from lakehouse_engine.source.keyorder import selected_key
 
     binary = ColumnInfo("k", "binary", "binary(4)", False)
     number = ColumnInfo("n", "int", "int", False)
@@ -187,7 +187,7 @@ class ShortReads:
 
 
 def test_a_window_read_that_stops_short_of_the_high_watermark_reads_on(monkeypatch):
-    monkeypatch.setattr(binlog_module, "REACH_PAUSE_S", 0)
+    monkeypatch.setattr(passes_module, "REACH_PAUSE_S", 0)
     source = ShortReads(50, 90)
     got = list(window_module._read_up_to(source, at(10), at(90), "t", 1))
     assert [t.end for t in got] == [at(50), at(90)] and source.reads == [at(10), at(50)]
@@ -201,19 +201,19 @@ def test_a_window_read_ending_in_events_of_no_transaction_is_complete(monkeypatc
 
 
 def test_a_window_read_that_never_reaches_the_high_watermark_fails_the_run(monkeypatch):
-    monkeypatch.setattr(binlog_module, "REACH_PAUSE_S", 0)
+    monkeypatch.setattr(passes_module, "REACH_PAUSE_S", 0)
     with pytest.raises(SourceUnavailableError, match="stopped at .* before the chunk's high watermark"):
         list(window_module._read_up_to(ShortReads(50), at(10), at(90), "t", 1))
 
 
 def test_a_catch_up_read_that_stops_short_reads_on_so_the_range_it_records_as_read_is_whole(monkeypatch):
-    monkeypatch.setattr(binlog_module, "REACH_PAUSE_S", 0)
+    monkeypatch.setattr(passes_module, "REACH_PAUSE_S", 0)
     source = ShortReads(50, 70, 90)
     got = list(capture_module.read_transactions(source, at(10), at(90)))
     assert [t.end for t in got] == [at(50), at(70), at(90)] and source.reads == [at(10), at(50), at(70)]
 
 
 def test_a_catch_up_read_that_never_reaches_its_stop_is_a_retriable_error(monkeypatch):
-    monkeypatch.setattr(binlog_module, "REACH_PAUSE_S", 0)
+    monkeypatch.setattr(passes_module, "REACH_PAUSE_S", 0)
     with pytest.raises(SourceUnavailableError, match="stopped at .* before .*run again"):
         list(capture_module.read_transactions(ShortReads(50), at(10), at(90)))

@@ -26,7 +26,6 @@ handled here, and wherever the adapter cannot be sure it stops instead of guessi
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -359,71 +358,3 @@ def _text(value: Any) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
     return (text.splitlines() or [type(exc).__name__])[0][:200]
-
-
-# A replica may read the binlog only up to what the server has synced, which can trail SHOW
-# MASTER STATUS for a moment (MySQL's sync stage): a read that stops short is tried again.
-REACH_ATTEMPTS = 50
-REACH_PAUSE_S = 0.1
-
-
-class ShortRead(SourceUnavailableError):
-    """The binlog read kept ending before the position asked for."""
-
-
-def transactions_through(source: BinlogSource, start: BinlogPosition,
-                         stop: BinlogPosition) -> Iterator[Transaction]:
-    """Every transaction of ``(start, stop]``, or :class:`ShortRead`. A non-blocking read ends
-    where the server stops letting replicas see the binlog, which may be short of ``stop``: the
-    read goes on from its last transaction until the stream has reached ``stop`` (events of no
-    transaction, e.g. a new file's header, count), so a caller may take the whole range as read."""
-    position = start
-    for _ in range(REACH_ATTEMPTS):
-        for transaction in source.transactions(position, stop):
-            position = transaction.end
-            yield transaction
-        if position >= stop or (source.reached is not None and source.reached >= stop):
-            return
-        time.sleep(REACH_PAUSE_S)
-    raise ShortRead(f"the binlog read stopped at {position}, before {stop} (where the source's binlog "
-                    "ended when the read started); run again", position=str(position))
-
-
-@dataclass(frozen=True)
-class Reached:
-    """The end of one read pass of :func:`tail`: every transaction ending at or before
-    ``position`` was handed over before this."""
-
-    position: BinlogPosition
-
-
-FILE_START = 4  # the first event of every binlog file, after its magic bytes
-# Each read pass of tail() is a new replication connection: passes start at most this often,
-# and, while they find nothing, ever less often, up to TAIL_IDLE_INTERVAL_S.
-TAIL_INTERVAL_S = 0.5
-TAIL_IDLE_INTERVAL_S = 1.0
-
-
-def tail(source: BinlogSource, start: BinlogPosition) -> Iterator[Transaction | Reached]:
-    """Transactions after ``start``, without end: the binlog as it grows (follow mode's one
-    stream). Each read pass runs to the end of what the server shows and is followed by a
-    :class:`Reached`, so that a consumer knows how far the binlog is read even when nothing of
-    interest was in it. A pass that ends in a backlog is followed at once by the next.
-
-    A pass that found no transaction but moved to a newer binlog file (a rotation) goes on from
-    the start of that file, so an idle stream never rests on a file the server may purge."""
-    position = start
-    interval = TAIL_INTERVAL_S
-    while True:
-        began = time.monotonic()
-        found = False
-        for transaction in source.transactions(position, None):
-            position = transaction.end
-            found = True
-            yield transaction
-        reached = source.reached
-        if not found and reached is not None and reached.file != position.file and reached > position:
-            position = BinlogPosition(reached.file, FILE_START)
-        yield Reached(max(position, reached) if reached is not None else position)
-        interval = TAIL_INTERVAL_S if found else min(2 * interval, TAIL_IDLE_INTERVAL_S)
-        time.sleep(max(0.0, interval - (time.monotonic() - began)))

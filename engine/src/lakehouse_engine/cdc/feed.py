@@ -2,7 +2,7 @@
 
 Without it, each follow cycle starts a reader for its own range (start, stop]: decoding (pure
 Python, one core) waits for the cycle to begin, and the cycle's silver MERGE waits for the
-decoding to end. The feed starts one reader (:func:`binlog.tail` in a child process, at a lower
+decoding to end. The feed starts one reader (:func:`passes.tail` in a child process, at a lower
 CPU priority) and keeps it across cycles: while a cycle commits bronze and MERGEs silver, the
 reader decodes what the source commits meanwhile, so the next cycle finds its transactions
 decoded. Measured with the bench's follow step (2 cores, 2,000 changes/s): cycles of 4-6 s
@@ -10,7 +10,7 @@ instead of 8-10 s, and freshness p95 12.9 s instead of 24 s.
 
 Each cycle asks for ``(start, stop]``. The feed hands out transactions in binlog order and keeps
 two positions: ``low``, the end of the last transaction handed out, and ``high``, a position up
-to which every transaction has been handed out (the reader's :class:`~.binlog.Reached` markers
+to which every transaction has been handed out (the reader's :class:`~.passes.Reached` markers
 move it past events of no transaction). A range whose ``start`` lies in ``[low, high]`` continues
 the stream exactly; any other start (a table added, a failure, a rewind to a checkpoint) starts a
 new reader there. A transaction read past ``stop`` is held for the next range.
@@ -24,7 +24,8 @@ from functools import partial
 
 from ..errors import SourceUnavailableError
 from ..state.positions import BinlogPosition
-from .binlog import REACH_ATTEMPTS, REACH_PAUSE_S, BinlogSource, Reached, ShortRead, Transaction, tail
+from .binlog import BinlogSource, Transaction
+from .passes import REACH_ATTEMPTS, REACH_PAUSE_S, Reached, ShortRead, tail
 from .prefetch import ProcessPrefetcher
 
 GROUP_WEIGHT = 2000  # rows per message from the reader process
@@ -44,7 +45,7 @@ def item_weight(item: Item) -> int:
 
 
 def process_reader(source: BinlogSource, start: BinlogPosition) -> Iterator[Item]:
-    """:func:`binlog.tail` from ``start`` in a child process."""
+    """:func:`passes.tail` from ``start`` in a child process."""
     return iter(ProcessPrefetcher(partial(tail, source, start), depth=DEPTH, group_weight=GROUP_WEIGHT,
                                   weight=item_weight, niceness=NICENESS))
 
@@ -62,7 +63,7 @@ class BinlogFeed:
         self.starts = 0  # readers started (a figure for tests and logs)
 
     def transactions(self, source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
-        """Every transaction of ``(start, stop]``, as ``binlog.transactions_through`` gives them:
+        """Every transaction of ``(start, stop]``, as ``passes.transactions_through`` gives them:
         when the iteration ends normally, the binlog is read up to ``stop``. Raises ``ShortRead``
         when the reader makes no progress towards ``stop`` for ``stall_s``, and the reader's own
         errors; the reader is stopped then, and the next call starts a new one."""

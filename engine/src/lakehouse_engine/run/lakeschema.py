@@ -12,7 +12,7 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from ..cdc.capture import schema_changed
+from ..cdc.tablecapture import schema_changed
 from ..config.project import SchemaPolicy
 from ..sink import bronze
 from ..source.introspect import TableSchema

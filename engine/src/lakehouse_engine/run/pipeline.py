@@ -21,8 +21,9 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
-from ..cdc.capture import CatchUp, RetryPolicy, TableCapture, as_table_error, new_capture, resume_position
+from ..cdc.capture import CatchUp, RetryPolicy
 from ..cdc.feed import BinlogFeed
+from ..cdc.tablecapture import TableCapture, as_table_error, new_capture, resume_position
 from ..config.project import Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..sink import bronze, silver
@@ -127,7 +128,7 @@ class Pipeline:
 
         ``conn``: a source connection to use (and leave open) instead of a new one; follow mode
         keeps one for all its cycles. ``hold_idle``: tables whose checkpoint stays put when the
-        catch-up finds none of their rows (follow mode; see ``capture.idle_advance_held``): this
+        catch-up finds none of their rows (follow mode; see ``commits.idle_advance_held``): this
         pipeline remembers how far it read and its next catch-up of the table starts there."""
         tables = [_Table(s, TableResult(s.name)) for s in specs]
         own_conn = conn is None
@@ -302,8 +303,8 @@ class Pipeline:
                 # Every chunk was read at one position: no window to replay, nothing was committed.
                 done = table.checkpoint.advanced_to(end, self.run_id)
                 try:
-                    bronze.append_rows(self.spark, self.config.table_path(Layer.BRONZE, table.spec.name), [],
-                                       bronze.bronze_schema(spark_schema(table.schema)), done)
+                    bronze.append_batch(self.spark, self.config.table_path(Layer.BRONZE, table.spec.name), [],
+                                        spark_schema(table.schema), done)
                 except Exception as exc:  # recorded against this table; the others go on
                     table.fail(exc, self.config.lake_root)
                     return
@@ -329,7 +330,7 @@ class Pipeline:
         )
 
     def _merge_held(self, capture: TableCapture) -> None:
-        """Silver takes the batches a long catch-up holds, midway (see ``CatchUp._hold``). A
+        """Silver takes the batches a long catch-up holds, midway (see ``Commits._hold``). A
         failure only leaves them to the merge at the end of the run, which reports it."""
         try:
             self._apply_silver(capture.spec, capture.schema.key, capture.checkpoint.batch, capture.recent)

@@ -84,7 +84,7 @@ class RepairResult:
 def repair_or_error(config: ProjectConfig, spark: SparkSession, ingest: Any, spec: TableSpec,
                     run_id: str) -> RepairResult:
     """:func:`repair_table`, its failure recorded as the table's result (the others go on)."""
-    from ..cdc.capture import as_table_error
+    from ..cdc.tablecapture import as_table_error
 
     try:
         return repair_table(config, spark, ingest, spec, run_id)
@@ -189,7 +189,7 @@ def rewrite_keys(config: ProjectConfig, spark: SparkSession, spec: TableSpec, sc
             values[index] = value
         written.append((*values, *meta(Op.DELETE, 1)))
     repair = replace(checkpoint, batch=batch, run_id=run_id, repair=True)
-    bronze.append_rows(spark, bronze_path, written, bronze.bronze_schema(spark_schema(schema)), repair)
+    bronze.append_batch(spark, bronze_path, written, spark_schema(schema), repair)
     silver.apply(spark, bronze_path=bronze_path, silver_path=config.table_path(Layer.SILVER, spec.name),
                  key=schema.key, upto_batch=batch, transform=spec.transform, table=spec.name,
                  scd_type=spec.scd_type, table_features=config.defaults.table_features)

@@ -21,7 +21,8 @@ from pyspark.sql import SparkSession
 
 from ..cdc import startpoints
 from ..cdc.binlog import BinlogSource
-from ..cdc.capture import RetryPolicy, schema_changed, server_id
+from ..cdc.capture import RetryPolicy, server_id
+from ..cdc.tablecapture import schema_changed
 from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, Startup
 from ..errors import ConfigError, FatalError, SourceUnavailableError
 from ..logs import PROGRESS
@@ -289,7 +290,7 @@ class SnapshotRunner:
         position = self._start_position(conn, spec)
         checkpoint = Checkpoint(spec.name, 1, Phase.BINLOG, self.run_id, position=position,
                                 gtid=gtid_position_at(conn, position) or None)
-        bronze.append_rows(self.spark, path, [], bronze.bronze_schema(described_schema(schema)), checkpoint)
+        bronze.append_batch(self.spark, path, [], described_schema(schema), checkpoint)
         log.info("%s: no snapshot (startup %s): silver takes the changes after %s", spec.name,
                  spec.startup, position)
         return checkpoint

@@ -32,10 +32,10 @@ from pyspark.sql import types as T
 
 from ..errors import ConcurrentRunError
 from ..identifiers import quote_ident
-from ..snapshot.arrows import arrow_schema, rows_to_batch
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
 from . import columnmap, deltafiles, schemacommit
+from .arrows import arrow_schema, rows_to_batch
 from .log import deltalog, localfiles, transaction
 
 META_FIELDS = (
@@ -95,16 +95,18 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
         raise concurrent_bronze_write(checkpoint)
 
 
-def append_rows(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]], schema: T.StructType,
-                checkpoint: Checkpoint) -> pa.Table:
-    """:func:`append` for rows in the driver's memory (canonical tuples in ``schema``'s order);
-    returns them as the Arrow table that was committed.
+def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]], source: T.StructType,
+                 checkpoint: Checkpoint) -> pa.Table:
+    """:func:`append` for a batch of rows in the driver's memory: canonical tuples of the
+    ``source`` columns' values, then the :data:`META_FIELDS` values. Returns them as the Arrow
+    table that was committed.
 
     On a local lake whose bronze exists, the rows go to one Parquet file written by pyarrow in
     the table's folder (under the names bronze reads its columns by) and are committed by
     :func:`commit_files`: no Spark job, and no per-row
     Python-to-JVM conversion (which cost more than decoding the binlog). Elsewhere they cross to
     Spark as one Arrow table."""
+    schema = bronze_schema(source)
     table = pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
     physical = columnmap.table_names(spark, path) if localfiles.is_local(path) else None
     if physical is None:

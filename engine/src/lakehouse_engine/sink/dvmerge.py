@@ -48,8 +48,8 @@ from pyspark.sql import types as T
 
 from ..errors import ConfigError
 from ..ops import Op
-from ..snapshot.arrows import arrow_schema
 from . import columnmap, dvcodec
+from .arrows import arrow_schema
 from .log import localfiles, logstate, transaction
 
 # Features whose writer duties are met by the actions written here plus Delta's own transaction

@@ -31,6 +31,7 @@ import pymysql
 from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap
+from ..sink.arrows import arrow_schema
 from ..sink.silver import SILVER_META
 from ..source.connection import connection, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
@@ -38,7 +39,6 @@ from ..source.resultset import TextResult
 from ..source.textcolumns import column_converter
 from ..source.typemap import select_list, spark_schema
 from ..state.positions import BinlogPosition, sequence
-from .arrows import arrow_schema
 from .chunking import Chunk, chunk_predicate
 from .window import Window, read_in_window
 

@@ -28,17 +28,19 @@ from typing import Any
 import pyarrow as pa
 import pymysql
 
-from ..cdc.binlog import BinlogSource, RowChange, ShortRead, Transaction, transactions_through
+from ..cdc.binlog import BinlogSource, RowChange, Transaction
+from ..cdc.passes import ShortRead, transactions_through
 from ..config.project import SnapshotMode, SourceProfile
 from ..errors import FatalError, SourceUnavailableError
 from ..ops import Op
+from ..sink.arrows import rows_to_batch
 from ..source.connection import connection, current_position
 from ..source.introspect import TableSchema
+from ..source.keyorder import SortKeys, selected_key, within
 from ..source.serverids import FIRST_TASK, ServerIds
 from ..source.typemap import row_converter
 from ..state.positions import BinlogPosition
-from .arrows import rows_to_batch
-from .chunking import Chunk, KeyValue, SortKeys, selected_key, within
+from .chunking import Chunk, KeyValue
 
 
 @dataclass(frozen=True)

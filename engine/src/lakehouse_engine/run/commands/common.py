@@ -53,7 +53,7 @@ def each_table(config: ProjectConfig, specs: Sequence[TableSpec],
                work: Callable[[TableSpec, MaintenanceResult], None]) -> list[MaintenanceResult]:
     """``work`` on each table, which prints its lines and fills in its result; a table's error
     is recorded against it and the others go on."""
-    from ...cdc.capture import as_table_error
+    from ...cdc.tablecapture import as_table_error
 
     results = []
     for spec in specs:
