@@ -16,6 +16,8 @@ from lakehouse_engine.tables import TableSpec
 
 from .helpers import run_source_sql, silver_rows, source_rows
 
+pytestmark = pytest.mark.integration
+
 CHANGES = """
 UPDATE customers SET tier = 'bronze' WHERE customer_id = 5;
 INSERT INTO customers (customer_id, email, full_name, country, tier, created_at)
