@@ -1,7 +1,8 @@
 """The engine's dependency rule (engine/README.md): ``state`` imports nothing of the engine,
-``source`` only ``state`` and ``config``, ``sink`` never ``source``, and nothing imports ``run``
-but ``run`` itself and the package's entry point. Top-level modules (``errors``, ``failures``,
-``identifiers``...) are shared by all. Read from the source text, lazy imports included."""
+``source`` only ``state`` and ``config``, ``sink`` never ``source``, ``telemetry`` only
+``config``, and nothing imports ``run`` but ``run`` itself and the package's entry point.
+Top-level modules (``errors``, ``failures``, ``identifiers``...) are shared by all.
+Read from the source text, lazy imports included."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def packages_of(root: Path) -> set[str]:
 
 def allowed(package: str | None, packages: set[str]) -> set[str]:
     """The engine packages ``package`` may import (top-level modules are always allowed)."""
-    rules = {"state": set(), "source": {"state", "config"}, "sink": packages - {"source", "run"}}
+    rules = {"state": set(), "source": {"state", "config"}, "sink": packages - {"source", "run"},
+             "telemetry": {"config"}}
     return rules.get(package or "", packages)
 
 
