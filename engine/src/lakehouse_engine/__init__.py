@@ -9,4 +9,4 @@ Kept import-light on purpose: importing the package must not start Spark or load
 Expectations, so the CLI answers ``--help`` and the template hooks run in a blink.
 """
 
-__version__ = "0.10.0"
+__version__ = "0.11.0"
