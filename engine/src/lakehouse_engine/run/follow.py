@@ -167,6 +167,8 @@ class Follower:
                     pause = min(pause, self._options.max_seconds - (time.monotonic() - started))
                 if pause > 0 and self._running(started):
                     self._stop.wait(pause)
+            if self._stop.is_set() and self._active:
+                self._save_held_positions()
         finally:
             self._source.close()
         if not self._active and any(r.status != RunStatus.SUCCESS for r in self._results.values()):
@@ -266,6 +268,26 @@ class Follower:
             self._heartbeat(head)
         if transient:
             raise transient[0]
+
+    def _save_held_positions(self) -> None:
+        """At a requested stop, commit how far idle tables have read: their advance is held in
+        memory to spare a commit per cycle, and without this a clean stop would leave them
+        looking behind (``status``, ``dq``'s lag) and have the next run read that range again."""
+        held = [s.name for s in self._active
+                if (read := self._pipeline.read_to(s.name)) is not None
+                and read != self._pipeline.resume_position(s.name)]
+        if not held:
+            return
+        try:
+            results = self._source.call(lambda conn: self._pipeline.ingest(self._active, conn=conn,
+                                                                           hold_idle=frozenset()))
+        except (TablesFailed, IngestError) as exc:  # the stop goes on: the next run reads the range again
+            log.warning("follow: the positions of %s were not saved at the stop: %s", ", ".join(held), exc)
+            return
+        for result in results:
+            self._results[result.table] = result
+        self._outcome.rows += sum(r.snapshot_rows + r.binlog_rows for r in results)
+        log.info("follow: saved the positions of %s at the stop", ", ".join(held))
 
     def _holding_idle(self) -> frozenset[str]:
         """Tables whose position may stay uncommitted this cycle if they have no new rows."""
