@@ -119,6 +119,21 @@ def test_ingest_and_dq_commands_record_their_results(spark, config):
     assert results["status"] == "success" and results["results"][0]["success"] is True
 
 
+def test_an_ingest_with_nothing_new_answers_without_spark_and_one_with_a_change_reads_it(config, mariadb):
+    done = cli(config, "ingest", "--select", "customers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    shortcuts = log_text(config).count("Spark not started")
+    idle = cli(config, "ingest", "--select", "customers")
+    assert idle.returncode == 0, idle.stderr[-3000:]
+    assert "customers                ok     snapshot rows        0  binlog rows       0" in idle.stdout
+    assert log_text(config).count("Spark not started") == shortcuts + 1
+    assert run_results(config)["status"] == "success"
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 4")
+    changed = cli(config, "ingest", "--select", "customers")
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert "binlog rows       1" in changed.stdout
+
+
 def test_a_table_held_by_another_run_exits_3_and_leaves_that_runs_results(spark, config, tmp_path):
     done = cli(config, "ingest", "--select", "customers", "--results-file", str(tmp_path / "mine.json"))
     assert done.returncode == 0, done.stderr[-3000:]
