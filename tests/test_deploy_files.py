@@ -50,7 +50,10 @@ def test_the_container_entry_point_execs_the_engine_so_sigterm_reaches_it(projec
     lines = [line.strip() for line in entry.read_text().splitlines() if line.strip().startswith("exec ")]
     assert lines and all(line.startswith("exec lakehouse") for line in lines)
     dockerfile = (project / "deploy" / "Dockerfile").read_text()
-    assert 'ENTRYPOINT ["/app/deploy/entrypoint.sh"]' in dockerfile  # exec form: no shell in between
+    # exec form with tini as PID 1 (forwards SIGTERM, reaps children): no shell in between.
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "/app/deploy/entrypoint.sh"]' in dockerfile
+    ignored = (project / ".dockerignore").read_text().split()
+    assert {".venv/", "target/", ".source/"} <= set(ignored)  # host state never enters the image
     cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
     assert lakehouse_accepts(yaml.safe_load(cmd[4:])).returncode == 0
 

@@ -78,3 +78,23 @@ def test_the_holder_of_a_table_is_found_without_taking_its_lock(tmp_path):
     assert holder(tmp_path, "orders") is None  # the file still names it, but nobody holds it
     with table_locks(tmp_path, ["orders"]):  # and the lock is free
         pass
+
+
+def test_run_results_as_written_validate_against_their_published_schema(tmp_path):
+    import json
+
+    from lakehouse_engine.quality.checks import CheckOutcome, QualityResult
+    from lakehouse_engine.run.results import RunStatus, TableResult, write_run_results
+
+    started = dt.datetime.now(dt.UTC)
+    outcomes = {
+        "ingest": [TableResult("orders", snapshot_rows=3, position="mysql-bin.000001:4"),
+                   TableResult("customers", RunStatus.ERROR, message="lost", category="source")],
+        "dq": [QualityResult("orders", False, (CheckOutcome("silver_lag_at_most(60 s)", False, "lag 61 s"),),
+                             None, "mysql-bin.000001:4", lag_seconds=61.0)],
+        "repair": [{"table": "orders", "status": "fail", "message": "2 keys still differ"}],
+    }
+    for command, results in outcomes.items():
+        path = write_run_results(tmp_path, invocation_id="i", command=command, started_at=started,
+                                 status=RunStatus.FAIL, results=results)
+        jsonschema.validate(json.loads(path.read_text()), statusdoc.run_results_schema())

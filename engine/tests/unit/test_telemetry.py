@@ -223,3 +223,48 @@ def test_recording_an_invocation_writes_its_results_and_tells_what_the_project_a
     assert json.loads((tmp_path / "copy" / "mine.json").read_text()) == body
     assert json.loads((tmp_path / "alert.json").read_text()) == body
     assert 'lakehouse_table_up{command="ingest",table="customers"} 0' in (tmp_path / "target" / "m.prom").read_text()
+
+
+def test_a_malformed_webhook_url_or_a_missing_shell_only_warns(tmp_path, monkeypatch, caplog):
+    body = run_results(status="error")
+    monkeypatch.setenv("ALERT_URL", "hooks.example.com/no-scheme-token")
+    with caplog.at_level(logging.WARNING):
+        alerts.alert(body, write(tmp_path, body), "acme", command=None, webhook_url_env="ALERT_URL")
+        monkeypatch.setenv("SHELL", "/nonexistent")
+        monkeypatch.setenv("PATH", "")  # no shell found for the hook: still only a warning
+        alerts.alert(body, write(tmp_path, body), "acme", command="notify", webhook_url_env=None)
+    assert "the webhook in ALERT_URL could not be called: ValueError" in caplog.text
+    assert "no-scheme-token" not in caplog.text
+
+
+def test_lineage_that_cannot_be_set_up_is_off_for_the_run_with_a_warning(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    settings = Telemetry(lineage=LineageTransport.FILE, lineage_file=str(blocker / "sub" / "events.jsonl"))
+    with caplog.at_level(logging.WARNING):
+        run = LineageRun(settings, "acme", "ingest", "r", Datasets((), ()))
+        run.start()
+        run.abort()
+    assert not run.enabled and "OpenLineage is off for this run" in caplog.text
+
+
+def test_a_refused_run_ends_its_lineage_with_abort(tmp_path):
+    events_file = tmp_path / "events.jsonl"
+    run = LineageRun(Telemetry(lineage=LineageTransport.FILE, lineage_file=str(events_file)), "acme", "ingest",
+                     "0190e5c8-0000-7000-8000-000000000003", Datasets((), ()))
+    run.start()
+    run.abort()
+    assert [json.loads(line)["eventType"] for line in events_file.read_text().splitlines()] == ["START", "ABORT"]
+
+
+def test_the_results_file_copy_is_readable_by_other_users(tmp_path):
+    import datetime as dt
+
+    from lakehouse_engine.run.context import Invocation
+    from lakehouse_engine.run.recording import Recorder
+    from lakehouse_engine.run.results import RunStatus
+
+    recorder = Recorder(tmp_path / "target", tmp_path / "scheduler" / "task.json")
+    recorder.record(Invocation("dq", "inv", dt.datetime.now(dt.UTC)), RunStatus.SUCCESS, [])
+    assert (tmp_path / "scheduler" / "task.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "target" / "run_results.json").stat().st_mode & 0o777 == 0o644

@@ -174,6 +174,8 @@ def _report(failure: Failure, exc: BaseException, run: Invocation, recorder: Rec
     records its own), then print its one line."""
     log.error("%s failed: %s\n%s", run.command, failure.message, failures.details(exc), extra=FILE_ONLY)
     line = failure.line
+    if failure.category == TableBusy.category and recorder.lineage is not None:
+        recorder.lineage.abort()  # its START was sent; the holder's run is the one that counts
     if run.command in RECORDED_COMMANDS and failure.category != TableBusy.category:
         try:
             recorder.record(run, failure.status, [], failure.message, extra={"error": dict(failure.fields)})

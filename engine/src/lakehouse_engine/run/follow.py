@@ -272,22 +272,26 @@ class Follower:
     def _save_held_positions(self) -> None:
         """At a requested stop, commit how far idle tables have read: their advance is held in
         memory to spare a commit per cycle, and without this a clean stop would leave them
-        looking behind (``status``, ``dq``'s lag) and have the next run read that range again."""
-        held = [s.name for s in self._active
+        looking behind (``status``, ``dq``'s lag) and have the next run read that range again.
+        Only those tables take this last short cycle; a table that fails in it is reported."""
+        held = [s for s in self._active
                 if (read := self._pipeline.read_to(s.name)) is not None
                 and read != self._pipeline.resume_position(s.name)]
         if not held:
             return
         try:
-            results = self._source.call(lambda conn: self._pipeline.ingest(self._active, conn=conn,
+            results = self._source.call(lambda conn: self._pipeline.ingest(held, conn=conn,
                                                                            hold_idle=frozenset()))
-        except (TablesFailed, IngestError) as exc:  # the stop goes on: the next run reads the range again
-            log.warning("follow: the positions of %s were not saved at the stop: %s", ", ".join(held), exc)
+        except TablesFailed as failed:
+            results = failed.results
+        except IngestError as exc:  # the source went away: the next run reads the range again
+            log.warning("follow: the positions of %s were not saved at the stop: %s",
+                        ", ".join(s.name for s in held), exc)
             return
         for result in results:
             self._results[result.table] = result
         self._outcome.rows += sum(r.snapshot_rows + r.binlog_rows for r in results)
-        log.info("follow: saved the positions of %s at the stop", ", ".join(held))
+        log.info("follow: saved the positions of %s at the stop", ", ".join(s.name for s in held))
 
     def _holding_idle(self) -> frozenset[str]:
         """Tables whose position may stay uncommitted this cycle if they have no new rows."""

@@ -4,16 +4,17 @@ scheduler task reads without racing other runs), then what the project asked to 
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..atomicfile import write_atomically
 from ..config.project import Layer, ProjectConfig
 from .results import RunStatus, write_run_results
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..tables import TableSpec
@@ -43,7 +44,10 @@ class Recorder:
         if self.config is not None:
             from ..telemetry.report import after_run
 
-            after_run(path, self.config.telemetry, self.config.name, self.config.root, self.lineage)
+            try:
+                after_run(path, self.config.telemetry, self.config.name, self.config.root, self.lineage)
+            except Exception:  # noqa: BLE001 (telemetry only warns: the run's outcome stands)
+                log.warning("reporting the run (alerts, metrics, lineage) failed", exc_info=True)
         return path
 
 
@@ -54,23 +58,17 @@ def start_lineage(config: ProjectConfig, run: Invocation, specs: Sequence[TableS
 
     if config.telemetry.lineage is LineageTransport.NONE:
         return None
+    # The file transport's file is the project's (target/...), wherever the command runs from.
+    settings = replace(config.telemetry, lineage_file=str(config.root / config.telemetry.lineage_file))
     source = config.source
     sources = tuple(source_dataset(source.host, source.port, source.database, s.source_table) for s in specs)
     layers = (Layer.BRONZE, Layer.SILVER)
     lake = tuple(lake_dataset(config.table_path(layer, s.name)) for s in specs for layer in layers)
-    lineage = LineageRun(config.telemetry, config.name, run.command, run.id, Datasets(sources, lake))
+    lineage = LineageRun(settings, config.name, run.command, run.id, Datasets(sources, lake))
     lineage.start()
     return lineage
 
 
 def _copy(path: Path, to: Path) -> None:
-    """``path`` copied to ``to`` in one step (a reader never sees half a file)."""
-    to.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{to.name}.", dir=to.parent)
-    os.close(handle)
-    try:
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, to)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``path`` copied to ``to`` in one step (a reader never sees half a file), readable by all."""
+    write_atomically(to, path.read_text(encoding="utf-8"))

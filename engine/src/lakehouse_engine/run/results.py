@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..atomicfile import write_atomically
 
 if TYPE_CHECKING:
     from ..sink.maintenance import LayerReport
@@ -92,15 +92,5 @@ def write_run_results(
         "results": [asdict(r) if is_dataclass(r) and not isinstance(r, type) else r for r in results],
         **(extra or {}),
     }
-    path = target_dir / FILE_NAME
-    # A temporary file of its own: runs of different tables may finish at the same moment.
-    handle, tmp = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=target_dir)
-    try:
-        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide the results from other users
-        with os.fdopen(handle, "w") as out:
-            out.write(json.dumps(body, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    # Written in one step: runs of different tables may finish at the same moment.
+    return write_atomically(target_dir / FILE_NAME, json.dumps(body, indent=2, default=str) + "\n")

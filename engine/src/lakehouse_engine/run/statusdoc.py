@@ -106,7 +106,8 @@ def run_results_schema() -> dict[str, Any]:
         "command": {"type": "string"}, "started_at": {"type": "string"}, "finished_at": {"type": "string"}}}
     result = {"type": "object", "required": ["table"], "properties": {
         "table": {"type": "string"},
-        "status": {"enum": ["success", "error"], "description": "ingest, follow, repair, rebuild, maintain"},
+        "status": {"enum": ["success", "fail", "error", "interrupted"],
+                   "description": "ingest, follow, repair (fail: rows still differ), rebuild, maintain"},
         "success": {"type": "boolean", "description": "dq: every check passed"},
         "snapshot_rows": {"type": "integer"}, "binlog_rows": {"type": "integer"}, "batch": {"type": "integer"},
         "position": _nullable("string"), "seconds": {"type": "number"}, "message": {"type": "string"},

@@ -47,9 +47,16 @@ def alert(body: Mapping[str, Any], results_path: Path, project: str, *, command:
     if body.get("status") not in FAILED:
         return
     if command:
-        _run_hook(command, body, results_path)
+        try:
+            _run_hook(command, body, results_path)
+        except Exception as exc:  # noqa: BLE001 (e.g. no shell): an alert only warns
+            log.warning("alerts.on_failure could not be run: %s", exc)
     if webhook_url_env:
-        _post(webhook_url_env, {"text": summary(body, project), "run_results": body})
+        try:
+            _post(webhook_url_env, {"text": summary(body, project), "run_results": body})
+        except Exception as exc:  # noqa: BLE001 (a malformed URL, a broken HTTP answer): only warn
+            # The URL is a secret (it holds the webhook's token): name the variable, never the value.
+            log.warning("the webhook in %s could not be called: %s", webhook_url_env, type(exc).__name__)
 
 
 def _run_hook(command: str, body: Mapping[str, Any], results_path: Path) -> None:

@@ -55,7 +55,13 @@ class LineageRun:
                  datasets: Datasets) -> None:
         self._settings, self._job, self._run_id, self._datasets = settings, f"{project}.{command}", run_id, datasets
         self._writes = command in WRITERS
-        self._client: Any = None if settings.lineage is LineageTransport.NONE else _client(settings)
+        self._client: Any = None
+        if settings.lineage is not LineageTransport.NONE:
+            try:
+                self._client = _client(settings)
+            except Exception as exc:  # noqa: BLE001 (an unwritable file, a bad URL): lineage only warns
+                log.warning("OpenLineage is off for this run: its %s transport could not be set up: %s",
+                            settings.lineage.value, exc)
 
     @property
     def enabled(self) -> bool:
@@ -66,6 +72,10 @@ class LineageRun:
 
     def finish(self, body: Mapping[str, Any]) -> None:
         self._emit(_END_STATES.get(str(body.get("status")), "FAIL"))
+
+    def abort(self) -> None:
+        """The run stopped before it did anything (e.g. refused: another run holds a table)."""
+        self._emit("ABORT")
 
     def _emit(self, state: str) -> None:
         if self._client is None:

@@ -1,6 +1,7 @@
 """Prometheus metrics as a node_exporter textfile (``metrics.textfile`` in lakehouse_project.yml).
 
-After every ``ingest``, ``follow`` cycle batch and ``dq``, the file is rewritten in one step
+After every recorded command (``ingest``, ``dq``, ``repair``, ...; ``follow`` when it stops),
+the file is rewritten in one step
 (a temporary file renamed over it, as the textfile collector requires) with, per table: the
 rows of its last run, its status, when it last succeeded, and the lag ``dq`` measured. Tables
 not in this run keep their samples from the previous file, so one file serves every command and
@@ -9,13 +10,13 @@ not in this run keep their samples from the previous file, so one file serves ev
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..atomicfile import write_atomically
 
 __all__ = ["METRICS", "Sample", "render", "samples_of", "update_textfile"]
 
@@ -77,16 +78,7 @@ def update_textfile(path: Path, fresh: Iterable[Sample]) -> None:
     same name and labels) and replace the file in one step."""
     merged = {(s.name, s.labels): s for s in _read(path)}
     merged.update({(s.name, s.labels): s for s in fresh})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(handle, 0o644)  # node_exporter runs as another user
-        with os.fdopen(handle, "w") as out:
-            out.write(render(merged.values()))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, render(merged.values()))  # 0644: node_exporter runs as another user
 
 
 def render(samples: Iterable[Sample]) -> str:

@@ -34,8 +34,10 @@ def lake_spark(config: ProjectConfig, *, long_running: bool = False,
     return spark
 
 
-def start_pipeline(ctx: CommandContext, *, long_running: bool = False) -> tuple[SparkSession, Pipeline]:
-    """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader."""
+def start_pipeline(ctx: CommandContext, *, long_running: bool = False,
+                   preflighted: bool = False) -> tuple[SparkSession, Pipeline]:
+    """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader.
+    ``preflighted``: the source's setup was checked already by this invocation."""
     from ...cdc.feed import BinlogFeed
     from ...source.connection import connection
     from ...source.preflight import run_preflight
@@ -45,7 +47,7 @@ def start_pipeline(ctx: CommandContext, *, long_running: bool = False) -> tuple[
         with connection(ctx.config.source) as conn:
             run_preflight(conn)
 
-    spark = lake_spark(ctx.config, long_running=long_running, before_spark=preflight)
+    spark = lake_spark(ctx.config, long_running=long_running, before_spark=None if preflighted else preflight)
     return spark, Pipeline(ctx.config, spark, ctx.invocation.id, feed=BinlogFeed() if long_running else None)
 
 

@@ -16,14 +16,16 @@ if TYPE_CHECKING:
 
 
 def run(ctx: CommandContext, options: IngestOptions) -> int:
+    from ...sink import paths as lake
     from ..locks import locks_folder, table_locks
     from ..pipeline import TablesFailed
 
     specs = ctx.specs(options.selection)
     with table_locks(locks_folder(ctx.config), [s.name for s in specs]):
+        lake.check_writable(ctx.config.lake_root)  # a configuration error before any source one
         results = None if options.full_refresh else _when_idle(ctx, specs)
         if results is None:
-            _, pipeline = start_pipeline(ctx)
+            _, pipeline = start_pipeline(ctx, preflighted=not options.full_refresh)
             try:
                 results = pipeline.ingest(specs, full_refresh=options.full_refresh)
             except TablesFailed as some_failed:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ...config.project import Layer, ProjectConfig
 from ...errors import IngestError
+from ...sink.log import localfiles
 from ..context import CommandContext
 from ..options import ReportOptions
 
@@ -49,7 +50,7 @@ def run(ctx: CommandContext, options: ReportOptions) -> int:
 def _states(config: ProjectConfig, specs: Sequence[TableSpec]) -> list[TableState]:
     from .. import status
 
-    if _is_local(config.lake_root):
+    if localfiles.is_local(config.lake_root):
         return [status.read_local(s.name, config.table_path(Layer.BRONZE, s.name),
                                   config.table_path(Layer.SILVER, s.name)) for s in specs]
     return _states_through_spark(config, [s.name for s in specs])  # a Hadoop path (s3a://)
@@ -71,10 +72,6 @@ def _lag_texts(states: Sequence[TableState], facts: Mapping[str, TableFacts], he
         return None
     return {s.table: status.lag(s, head.position, head.sizes, now) if facts[s.table].followed else "snapshot-only"
             for s in states}
-
-
-def _is_local(lake_root: str) -> bool:
-    return lake_root.startswith("/") or lake_root.startswith("file:")
 
 
 def _states_through_spark(config: ProjectConfig, tables: Sequence[str]) -> list[TableState]:
