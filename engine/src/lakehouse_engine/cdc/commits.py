@@ -104,6 +104,11 @@ class Commits:
             # them: the commit ends its snapshot phase.
             must = first_sync or (final and capture.checkpoint.phase is Phase.SNAPSHOT
                                   and capture.checkpoint.snapshot is not None and capture.checkpoint.snapshot.complete)
+            # And at the end of a run that no longer holds the table's idle advance (follow's
+            # stop): what it read past its checkpoint in earlier cycles is committed, even when
+            # this range was empty.
+            must = must or (final and not capture.hold_idle and capture.checkpoint.position is not None
+                            and capture.start > capture.checkpoint.position)
             if capture.failure is not None or (position <= capture.start and not capture.rows and not must
                                                and not capture.pending):
                 continue
