@@ -268,3 +268,16 @@ def test_the_results_file_copy_is_readable_by_other_users(tmp_path):
     recorder.record(Invocation("dq", "inv", dt.datetime.now(dt.UTC)), RunStatus.SUCCESS, [])
     assert (tmp_path / "scheduler" / "task.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "target" / "run_results.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_status_lags_go_to_the_textfile_and_an_unknown_lag_gives_no_sample(tmp_path):
+    prom = tmp_path / "lakehouse.prom"
+    tables = [{"table": "orders", "behind_bytes": 1032, "lag_seconds": 12.5},
+              {"table": "customers", "behind_bytes": 700, "lag_seconds": None},
+              {"table": "countries", "behind_bytes": None, "lag_seconds": None}]
+    metrics.update_textfile(prom, metrics.lag_samples(tables))
+    text = prom.read_text()
+    assert 'lakehouse_table_lag_bytes{table="orders"} 1032' in text
+    assert 'lakehouse_table_lag_seconds{table="orders"} 12.5' in text
+    assert 'lakehouse_table_lag_bytes{table="customers"} 700' in text
+    assert 'lag_seconds{table="customers"}' not in text and "countries" not in text

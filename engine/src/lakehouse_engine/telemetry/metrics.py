@@ -18,7 +18,7 @@ from typing import Any
 
 from ..atomicfile import write_atomically
 
-__all__ = ["METRICS", "Sample", "render", "samples_of", "update_textfile"]
+__all__ = ["METRICS", "Sample", "lag_samples", "render", "samples_of", "update_textfile"]
 
 # name -> (type, help)
 METRICS: dict[str, tuple[str, str]] = {
@@ -26,7 +26,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "lakehouse_table_run_seconds": ("gauge", "Seconds the table's last run took."),
     "lakehouse_table_up": ("gauge", "1 when the table's last run of the command succeeded, else 0."),
     "lakehouse_table_last_success_timestamp_seconds": ("gauge", "When a run of the command last succeeded."),
-    "lakehouse_table_lag_seconds": ("gauge", "Silver's lag behind the source, as dq last measured it."),
+    "lakehouse_table_lag_seconds": ("gauge", "Silver's lag behind the source, as dq or status last measured it."),
+    "lakehouse_table_lag_bytes": ("gauge", "Binlog bytes from the table's position to the source's head (status)."),
     "lakehouse_last_run_timestamp_seconds": ("gauge", "When the command last finished, by status."),
 }
 _LINE = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
@@ -71,6 +72,18 @@ def _table_samples(command: str, result: Mapping[str, Any], finished_at: float) 
         yield Sample("lakehouse_table_run_seconds", labels, float(result["seconds"]))
     if result.get("lag_seconds") is not None:
         yield Sample("lakehouse_table_lag_seconds", (("table", table),), float(result["lag_seconds"]))
+
+
+def lag_samples(tables: Iterable[Mapping[str, Any]]) -> list[Sample]:
+    """The lags ``status`` measured (its JSON document's tables); an unknown lag gives none."""
+    found = []
+    for table in tables:
+        labels = (("table", str(table["table"])),)
+        if table.get("behind_bytes") is not None:
+            found.append(Sample("lakehouse_table_lag_bytes", labels, float(table["behind_bytes"])))
+        if table.get("lag_seconds") is not None:
+            found.append(Sample("lakehouse_table_lag_seconds", labels, float(table["lag_seconds"])))
+    return found
 
 
 def update_textfile(path: Path, fresh: Iterable[Sample]) -> None:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...config.project import Layer, ProjectConfig
 from ...errors import IngestError
 from ...sink.log import localfiles
 from ..context import CommandContext
 from ..options import ReportOptions
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ...tables import TableSpec
@@ -31,9 +34,10 @@ def run(ctx: CommandContext, options: ReportOptions) -> int:
     facts = _facts(config, specs)
     last = status.last_run(config.target_dir)
     now = dt.datetime.now(dt.UTC)
+    doc = statusdoc.document(config.target, config.lake_root, states, facts, head, note, last, now)
+    _update_metrics(config, doc)
     if options.json:
-        print(json.dumps(statusdoc.document(config.target, config.lake_root, states, facts, head, note, last, now),
-                         indent=2))
+        print(json.dumps(doc, indent=2))
         return 0
     print(f"target {config.target}, lake {config.lake_root}")
     for line in status.table_lines(states, _lag_texts(states, facts, head, now), last, now):
@@ -45,6 +49,20 @@ def run(ctx: CommandContext, options: ReportOptions) -> int:
         print(note)
     print(status.run_line(last, now))
     return 0
+
+
+def _update_metrics(config: ProjectConfig, doc: Mapping[str, Any]) -> None:
+    """The lags measured here go to the metrics textfile too (a scheduled ``status`` keeps a
+    dashboard's lag current between dq runs); a file that cannot be written only warns."""
+    if not config.telemetry.metrics_textfile or doc["source_head"] is None:
+        return
+    from ...telemetry import metrics
+
+    path = config.root / config.telemetry.metrics_textfile
+    try:
+        metrics.update_textfile(path, metrics.lag_samples(doc["tables"]))
+    except OSError as exc:
+        log.warning("the metrics textfile %s could not be written: %s", path, exc)
 
 
 def _states(config: ProjectConfig, specs: Sequence[TableSpec]) -> list[TableState]:
