@@ -6,15 +6,18 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import pytest
 
 from lakehouse_engine.cdc.capture import RetryPolicy
 from lakehouse_engine.errors import ConfigError, FatalError, IngestError, SourceUnavailableError
-from lakehouse_engine.run.follow import Follower, FollowOptions, NewTables, stop_requests
+from lakehouse_engine.run.follow import Follower, FollowOptions
+from lakehouse_engine.run.newtables import NewTables
 from lakehouse_engine.run.pipeline import TablesFailed
 from lakehouse_engine.run.results import TableResult
+from lakehouse_engine.run.stopping import stop_requests
 from lakehouse_engine.state.positions import BinlogPosition
 from lakehouse_engine.tables import TableSpec
 
@@ -309,3 +312,19 @@ def test_a_new_table_held_by_another_run_or_a_broken_module_leaves_the_followed_
     reported = [r.getMessage() for r in caplog.records if "syntax error" in r.getMessage()]
     assert len(reported) == 1 and "following the same tables" in reported[0]  # said once, not each time
     assert pipeline.calls[-3:] == [["a"]] * 3
+
+
+def test_how_far_each_table_is_read_is_published_for_status_and_dq(tmp_path):
+    import json
+    import os
+
+    from lakehouse_engine.state import followstate
+
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    before = time.time()
+    Follower(pipeline, specs("a", "b"), source, threading.Event(), FollowOptions(interval_s=0.0, max_cycles=3),
+             publish_to=tmp_path).run()
+    body = json.loads((tmp_path / followstate.FILE_NAME).read_text())
+    assert body["pid"] == os.getpid() and body["tables"] == {"a": str(source.head), "b": str(source.head)}
+    assert before <= body["at"] <= time.time()  # the cycle's start: the head was at most there then

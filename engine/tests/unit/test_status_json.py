@@ -12,9 +12,10 @@ import fixture_project
 import jsonschema
 
 from lakehouse_engine.run import statusdoc
-from lakehouse_engine.run.locks import holder, table_locks
+from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.status import LastRun, TableState
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase
+from lakehouse_engine.state.holders import holder
 from lakehouse_engine.state.positions import BinlogPosition
 
 NOW = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC)
@@ -98,3 +99,24 @@ def test_run_results_as_written_validate_against_their_published_schema(tmp_path
         path = write_run_results(tmp_path, invocation_id="i", command=command, started_at=started,
                                  status=RunStatus.FAIL, results=results)
         jsonschema.validate(json.loads(path.read_text()), statusdoc.run_results_schema())
+
+
+def test_a_running_follows_read_ahead_is_where_an_idle_tables_lag_is_measured_from(tmp_path):
+    import os
+
+    from lakehouse_engine.state import followstate
+
+    read_to = BinlogPosition("mysql-bin.000002", 100)  # the head: the follow has read it all
+    followstate.write(tmp_path, os.getpid(), {"orders": read_to}, NOW.timestamp() - 3)
+    assert followstate.read(tmp_path, "orders", holder_pid=None) is None  # no follow holds it
+    assert followstate.read(tmp_path, "orders", holder_pid=os.getpid() + 1) is None  # another run
+    ahead = followstate.read(tmp_path, "orders", holder_pid=os.getpid())
+    assert ahead == followstate.ReadAhead(read_to, NOW.timestamp() - 3)
+    idle = binlog_state("orders", synced_seconds_ago=240)  # its commit is held for minutes
+    from dataclasses import replace
+
+    doc = statusdoc.document("dev", "/lake", [idle, replace(idle, read_ahead=ahead)],
+                             {"orders": statusdoc.TableFacts(True, (os.getpid(), "follow"))}, HEAD, "", None, NOW)
+    committed, followed = doc["tables"]
+    assert (committed["behind_bytes"], committed["lag_seconds"]) == (700, 240.0)
+    assert (followed["behind_bytes"], followed["lag_seconds"]) == (0, 0.0)  # caught up, not 4 minutes behind

@@ -182,7 +182,7 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             continue
         extra = list(spec.expectations()) if spec.expectations else []
         # Not for a snapshot-only table: it stays at its snapshot's end on purpose.
-        lag = measure_lag(state.position, state.synced_at, compared.position, checked_at) if spec.followed else None
+        lag = _lag(config, spec, state, compared.position, checked_at) if spec.followed else None
         silver = _silver_at(spark, config, spec, state)
         uniqueness = key_uniqueness(silver, outcome.schema, config.source)
         result = run_quality_checks(
@@ -200,6 +200,21 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
                  outcome.source_rows, compared.position)
         results.append(result)
     return _in_order(specs, results)
+
+
+def _lag(config: ProjectConfig, spec: TableSpec, state: SilverState, head: BinlogPosition,
+         checked_at: float) -> LagMeasurement:
+    """Silver's lag, from its checkpoint or, while a follow runs the table, from how far that
+    follow has read it (an idle table's advance is committed only every few minutes)."""
+    from ..state import followstate
+    from ..state.holders import LOCKS_FOLDER, holder
+
+    running = holder(config.target_dir / LOCKS_FOLDER, spec.name)
+    ahead = followstate.read(config.target_dir, spec.name,
+                             running[0] if running is not None and running[1] == "follow" else None)
+    if ahead is not None and ahead.position > state.position:
+        return measure_lag(ahead.position, ahead.at, head, checked_at)
+    return measure_lag(state.position, state.synced_at, head, checked_at)
 
 
 def _measured(spec: TableSpec, config: ProjectConfig, outcome: Compared,

@@ -34,24 +34,22 @@ before (Spark's: interrupt at once, progress up to the last commit is kept).
 
 from __future__ import annotations
 
-import importlib
 import logging
-import signal
+import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
+from pathlib import Path
 from typing import TypeVar
 
 import pymysql
 
-from .. import failures
 from ..config.defaults import DEFAULTS
 from ..config.project import SourceProfile
 from ..errors import IngestError, SourceUnavailableError
 from ..source.connection import binlog_sizes, connect, connection_error, current_position
+from ..state import followstate
 from ..state.positions import BinlogPosition, bytes_behind
 from ..tables import TableSpec
 from .pipeline import Pipeline, TablesFailed
@@ -131,9 +129,12 @@ class Follower:
     def __init__(self, pipeline: Pipeline, specs: Sequence[TableSpec], source: SourceLink,
                  stop: threading.Event, options: FollowOptions | None = None,
                  serve: Callable[[Mapping[str, TableSpec]], None] | None = None,
-                 discover: Callable[[Collection[str]], Sequence[TableSpec]] | None = None):
+                 discover: Callable[[Collection[str]], Sequence[TableSpec]] | None = None,
+                 publish_to: Path | None = None):
         """``serve(known)``: other runs' requests for the tables this run holds (see
-        ``run.repairs``). ``discover(known names)``: tables added since, locked for this run."""
+        ``run.repairs``). ``discover(known names)``: tables added since, locked for this run.
+        ``publish_to``: the target folder where how far the tables are read is published
+        (``followstate``)."""
         self._pipeline = pipeline
         self._serve = serve
         self._discover = discover
@@ -151,6 +152,9 @@ class Follower:
         self._committed: dict[str, tuple[BinlogPosition | None, float]] = {
             s.name: (None, self._last_line) for s in specs}
         self._discovered_at = self._last_line
+        self._target_dir = publish_to
+        self._published_at = float("-inf")
+        self._cycle_began_at = time.time()  # wall clock: what followstate publishes
 
     def run(self) -> FollowOutcome:
         started = time.monotonic()
@@ -159,9 +163,11 @@ class Follower:
         try:
             while self._running(started):
                 began = time.monotonic()
+                self._cycle_began_at = time.time()
                 self._add_new_tables()
                 self._serve_requests()
                 self._cycle_or_retry()
+                self._publish_read_to()
                 pause = self._options.interval_s - (time.monotonic() - began)
                 if self._options.max_seconds is not None:
                     pause = min(pause, self._options.max_seconds - (time.monotonic() - started))
@@ -293,6 +299,20 @@ class Follower:
         self._outcome.rows += sum(r.snapshot_rows + r.binlog_rows for r in results)
         log.info("follow: saved the positions of %s at the stop", ", ".join(s.name for s in held))
 
+    def _publish_read_to(self) -> None:
+        """Tell ``status`` and ``dq`` how far the tables are read (``followstate``), at most every
+        few seconds: an idle table's commit is held, not its data. The time given is the cycle's
+        start, when the head was at most where the tables are now read to."""
+        now = time.monotonic()
+        if self._target_dir is None or now - self._published_at < followstate.EVERY_S:
+            return
+        positions = {s.name: p for s in self._active if (p := self._pipeline.read_to(s.name)) is not None}
+        try:
+            followstate.write(self._target_dir, os.getpid(), positions, self._cycle_began_at)
+        except OSError as exc:  # only a hint for status and dq
+            log.debug("follow: %s not written: %s", followstate.FILE_NAME, exc)
+        self._published_at = now
+
     def _holding_idle(self) -> frozenset[str]:
         """Tables whose position may stay uncommitted this cycle if they have no new rows."""
         now = time.monotonic()
@@ -332,70 +352,3 @@ class Follower:
     def _line_written(self) -> None:
         self._last_line = time.monotonic()
         self._cycles_at_last_line = self._outcome.cycles
-
-
-class NewTables:
-    """The loop's ``discover``: the project's table modules read again and selected as at the
-    start. Each new table is claimed first (``claim`` takes its ingest lock and raises when
-    another run holds it; it is then tried again next time). A problem is logged once."""
-
-    def __init__(self, select: Callable[[], Sequence[TableSpec]], claim: Callable[[TableSpec], None]):
-        self._select = select
-        self._claim = claim
-        self._reported: set[str] = set()
-
-    def __call__(self, known: Collection[str]) -> list[TableSpec]:
-        importlib.invalidate_caches()  # the import system's listing of the tables folder is cached
-        try:
-            specs = self._select()
-        except IngestError as exc:
-            self._report(f"table modules not read again ({exc}); following the same tables")
-            return []
-        added = []
-        for spec in specs:
-            if spec.name in known:
-                continue
-            try:
-                self._claim(spec)
-            except (IngestError, OSError) as exc:
-                self._report(f"table {spec.name} is not followed yet: {exc}")
-                continue
-            added.append(spec)
-        return added
-
-    def _report(self, problem: str) -> None:
-        if problem not in self._reported:
-            self._reported.add(problem)
-            log.warning("follow: %s", problem)
-
-
-@contextmanager
-def stop_requests() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or a first Ctrl-C, for the loop to read between cycles.
-
-    A second Ctrl-C goes to the SIGINT handler installed before (Spark's interrupts at once).
-    Installs handlers, so it must run in the main thread; the old ones are restored at exit."""
-    stop = threading.Event()
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and stop.is_set():
-            interrupt = previous[signal.SIGINT]
-            if callable(interrupt):
-                interrupt(signum, frame)
-            failures.note_interrupt()
-            raise KeyboardInterrupt
-        if not stop.is_set():
-            how = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-            log.warning("follow: %s: stopping after the current cycle (Ctrl-C again stops at once; "
-                        "progress up to the last commit is kept)", how)
-        stop.set()
-
-    for sig in previous:
-        signal.signal(sig, on_signal)
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config.project import ProjectConfig
+from ..state.holders import UNKNOWN_HOLDER
 from ..tables import TableSpec
-from .locks import UNKNOWN_HOLDER, TableBusy, locks_folder, table_locks
+from .locks import TableBusy, locks_folder, table_locks
 from .repair import RepairResult, repair_or_error
 from .requests import Request, Requests
 from .results import RunStatus

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..sink.log.localfiles import commits_back, log_dir
 from ..state.checkpoint import Checkpoint, Phase
+from ..state.followstate import ReadAhead
 from ..state.positions import BinlogPosition, bytes_behind
 from .results import FILE_NAME as RUN_RESULTS
 
@@ -36,6 +37,7 @@ class TableState:
     silver_batch: int | None = None  # the last bronze batch merged into silver
     note: str = ""  # why the state is unknown, when it is
     silver_generation: int = 0  # the bronze generation silver holds (see Checkpoint.generation)
+    read_ahead: ReadAhead | None = None  # how far a running follow has read it (``followstate``)
 
     @property
     def refreshing(self) -> bool:
@@ -156,7 +158,11 @@ def lag_numbers(state: TableState, head: BinlogPosition, sizes: Mapping[str, int
     checkpoint, position = state.checkpoint, state.position
     if checkpoint is None or position is None:
         return None, None
-    measured = measure_lag(position, checkpoint.synced_at, head, now.timestamp())
+    synced = checkpoint.synced_at
+    ahead = state.read_ahead  # an idle table's advance that a running follow holds uncommitted
+    if ahead is not None and ahead.position > position:
+        position, synced = ahead.position, ahead.at
+    measured = measure_lag(position, synced, head, now.timestamp())
     return bytes_behind(position, head, sizes), measured.lag_seconds
 
 

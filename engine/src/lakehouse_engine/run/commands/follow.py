@@ -32,7 +32,9 @@ def _follow(ctx: CommandContext, options: FollowOptions) -> FollowOutcome:
     from ...cdc import capture
     from .. import follow as following
     from ..locks import locks_folder, table_locks
+    from ..newtables import NewTables
     from ..repairs import RepairServer, repair_here, requests_of
+    from ..stopping import stop_requests
 
     specs = ctx.specs(options.selection)
     cycles = following.FollowOptions(interval_s=options.interval_s, max_cycles=options.max_cycles,
@@ -42,10 +44,10 @@ def _follow(ctx: CommandContext, options: FollowOptions) -> FollowOutcome:
         _, pipeline = start_pipeline(ctx, long_running=True)
         serve = RepairServer(requests_of(ctx.config), repair_here(ctx.config, lambda: pipeline))
         # Tables added to the project while following (add-table), selected as this run selects.
-        discover = following.NewTables(lambda: ctx.specs(options.selection),
+        discover = NewTables(lambda: ctx.specs(options.selection),
                                        lambda spec: added_later.enter_context(table_locks(locks, [spec.name],
                                                                                           "follow")))
         # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
-        with following.stop_requests() as stop, file_only(capture.log, capture.READING), closing(pipeline):
+        with stop_requests() as stop, file_only(capture.log, capture.READING), closing(pipeline):
             return following.Follower(pipeline, specs, following.SourceLink(ctx.config.source), stop, cycles, serve,
-                                      discover).run()
+                                      discover, publish_to=ctx.config.target_dir).run()

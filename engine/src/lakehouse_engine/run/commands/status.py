@@ -29,9 +29,9 @@ def run(ctx: CommandContext, options: ReportOptions) -> int:
 
     config = ctx.config
     specs = ctx.specs(options.selection)
-    states = _states(config, specs)
-    head, note = _source_head(config, states)
     facts = _facts(config, specs)
+    states = [_with_read_ahead(config, s, facts[s.table]) for s in _states(config, specs)]
+    head, note = _source_head(config, states)
     last = status.last_run(config.target_dir)
     now = dt.datetime.now(dt.UTC)
     doc = statusdoc.document(config.target, config.lake_root, states, facts, head, note, last, now)
@@ -49,6 +49,16 @@ def run(ctx: CommandContext, options: ReportOptions) -> int:
         print(note)
     print(status.run_line(last, now))
     return 0
+
+
+def _with_read_ahead(config: ProjectConfig, state: TableState, fact: TableFacts) -> TableState:
+    """``state`` with how far the follow running it has read (its lag is measured from there)."""
+    from dataclasses import replace
+
+    from ...state import followstate
+
+    pid = fact.running[0] if fact.running is not None and fact.running[1] == "follow" else None
+    return replace(state, read_ahead=followstate.read(config.target_dir, state.table, pid))
 
 
 def _update_metrics(config: ProjectConfig, doc: Mapping[str, Any]) -> None:
@@ -75,7 +85,8 @@ def _states(config: ProjectConfig, specs: Sequence[TableSpec]) -> list[TableStat
 
 
 def _facts(config: ProjectConfig, specs: Sequence[TableSpec]) -> dict[str, TableFacts]:
-    from ..locks import holder, locks_folder
+    from ...state.holders import holder
+    from ..locks import locks_folder
     from ..statusdoc import TableFacts
 
     return {s.name: TableFacts(s.followed, holder(locks_folder(config), s.name)) for s in specs}
