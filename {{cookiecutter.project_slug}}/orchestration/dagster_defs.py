@@ -6,8 +6,8 @@ runs in its own environment: it needs only `dagster` and calls this project's `l
 
 - Materializing a selection of tables runs ONE `lakehouse ingest --select ...` (one Spark start,
   like dagster-dbt runs one dbt invocation): each table reports its own materialization with the
-  rows and the binlog position, a failed table fails only itself, and a table another run holds
-  (exit 3) is retried later.
+  rows and the binlog position, a failed table fails the step with its message, and a table
+  another run holds (`skipped-busy`) has the step retried later.
 - The asset checks run one `lakehouse dq --select ...`; each table's check carries every
   expectation's observed value.
 - `follow` is a long-running service, not a job: run it with deploy/lakehouse-follow.service and
@@ -26,7 +26,7 @@ import dagster as dg
 
 PROJECT = Path(__file__).resolve().parents[1]
 LAKEHOUSE = os.environ.get("LAKEHOUSE_BIN", str(PROJECT / ".venv" / "bin" / "lakehouse"))
-BUSY = 3  # another run holds a table: try again later
+BUSY = "skipped-busy"  # a table another run holds: try again later
 
 
 def project_tables() -> list[dict[str, Any]]:
@@ -51,8 +51,6 @@ def run_lakehouse(context: Any, command: str, tables: Sequence[str]) -> tuple[in
     done = subprocess.run(arguments, cwd=PROJECT, capture_output=True, text=True, check=False)
     for line in done.stdout.splitlines():
         context.log.info(line)
-    if done.returncode == BUSY:
-        raise dg.RetryRequested(max_retries=5, seconds_to_wait=120)
     if not results.exists():  # refused before it ran (usage or configuration)
         raise dg.Failure(description=(done.stderr or done.stdout).strip()[-2000:])
     body: dict[str, Any] = json.loads(results.read_text())
@@ -71,16 +69,22 @@ ASSETS = [dg.AssetSpec(key_of(t["name"]), group_name="lakehouse", kinds={"delta"
 def ingest(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
     tables = [key.path[-1] for key in context.selected_asset_keys]
     _, body = run_lakehouse(context, "ingest", tables)
-    failed = []
+    failed, busy = [], []
     for result in body["results"]:
-        if result["status"] != "success":
+        if result["status"] == BUSY:
+            busy.append(result["table"])
+        elif result["status"] != "success":
             failed.append(f"{result['table']}: {result.get('message', result['status'])}")
-            continue
-        yield dg.MaterializeResult(asset_key=key_of(result["table"]), metadata={
-            "snapshot_rows": result.get("snapshot_rows", 0), "binlog_rows": result.get("binlog_rows", 0),
-            "binlog_position": result.get("position") or "", "seconds": result.get("seconds", 0.0)})
-    if failed or body["status"] != "success":
-        raise dg.Failure(description="; ".join(failed) or body.get("message", body["status"]))
+        else:
+            yield dg.MaterializeResult(asset_key=key_of(result["table"]), metadata={
+                "snapshot_rows": result.get("snapshot_rows", 0), "binlog_rows": result.get("binlog_rows", 0),
+                "binlog_position": result.get("position") or "", "seconds": result.get("seconds", 0.0)})
+    if failed:
+        raise dg.Failure(description="; ".join(failed))
+    if busy:  # held by another run (follow, a manual ingest): nothing is wrong, try again later
+        raise dg.RetryRequested(max_retries=5, seconds_to_wait=120)
+    if body["status"] != "success":
+        raise dg.Failure(description=body.get("message") or body["status"])
 
 
 @dg.multi_asset_check(specs=[dg.AssetCheckSpec("dq", asset=spec.key) for spec in ASSETS], can_subset=True,

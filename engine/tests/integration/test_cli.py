@@ -134,17 +134,31 @@ def test_an_ingest_with_nothing_new_answers_without_spark_and_one_with_a_change_
     assert "binlog rows       1" in changed.stdout
 
 
-def test_a_table_held_by_another_run_exits_3_and_leaves_that_runs_results(spark, config, tmp_path):
-    done = cli(config, "ingest", "--select", "customers", "--results-file", str(tmp_path / "mine.json"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((tmp_path / "mine.json").read_text()) == run_results(config)  # the same record
-    before = run_results(config)
+def test_a_table_held_by_another_run_is_skipped_as_busy_and_the_others_are_ingested(spark, config, tmp_path):
     with table_locks(project_dir(config) / "target" / "locks", ["customers"]):  # a run in progress
-        done = cli(config, "ingest", "--select", "customers", "products")
-    assert done.returncode == 3, done.stderr[-3000:]  # nothing is wrong: a scheduler retries later
+        done = cli(config, "ingest", "--select", "customers", "products", "--results-file", str(tmp_path / "mine.json"))
+    assert done.returncode == 1, done.stderr[-3000:]  # retriable: the busy table is tried next time
+    assert "customers                SKIPPED  another run holds it: try again later" in done.stdout
+    assert "products                 ok     snapshot rows      300" in done.stdout
     (line,) = error_lines(done.stderr)
     assert line.startswith("ERROR [busy]: table customers is being ingested by another run"), line
-    assert run_results(config) == before  # the holder's record, not the refusal's
+    recorded = run_results(config)
+    assert {r["table"]: r["status"] for r in recorded["results"]} == {"customers": "skipped-busy",
+                                                                       "products": "success"}
+    assert "1 skipped: another run holds them" in recorded["message"]
+    assert json.loads((tmp_path / "mine.json").read_text()) == recorded  # the scheduler task's own copy
+    assert_silver_equals_source(spark, config, "products")
+
+
+def test_a_follow_refused_by_a_busy_table_leaves_the_holders_run_results(config):
+    stale_success(config)
+    before = run_results(config)
+    with table_locks(project_dir(config) / "target" / "locks", ["customers"], "ingest"):
+        done = cli(config, "follow", "--select", "customers", "--max-cycles", "1")
+    assert done.returncode == 1, done.stderr[-3000:]
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("ERROR [busy]: table customers is being ingested by another run"), line
+    assert run_results(config) == before
 
 
 def test_a_read_only_lake_is_one_configuration_line_recorded_in_run_results(spark, config, mariadb):

@@ -27,8 +27,8 @@ def test_a_second_run_of_the_same_table_is_refused_while_the_first_holds_it(tmp_
         with pytest.raises(TableBusy, match=busy) as refused:
             with table_locks(tmp_path, ["customers", "orders"]):
                 pass
-        # Nothing is wrong: a scheduler retries exit code 3 later.
-        assert (refused.value.exit_code, refused.value.category) == (3, "busy")
+        # Nothing is wrong: retriable (ingest skips the table and goes on with the others).
+        assert (refused.value.exit_code, refused.value.category) == (1, "busy")
         with table_locks(tmp_path, ["customers"]):
             pass  # other tables stay free
     finally:
@@ -36,3 +36,20 @@ def test_a_second_run_of_the_same_table_is_refused_while_the_first_holds_it(tmp_
         holder.wait()
     with table_locks(tmp_path, ["orders"]):
         pass  # a killed holder leaves no stale lock
+
+
+def test_free_locks_are_taken_and_the_busy_tables_named_so_a_run_goes_on_without_them(tmp_path):
+    from lakehouse_engine.run.locks import free_table_locks
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              cwd=fixture_project.PROJECT_ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with free_table_locks(tmp_path, ["orders", "customers"]) as busy:
+            assert [b.table for b in busy] == ["orders"]
+            with pytest.raises(TableBusy, match="customers"):  # this run holds customers now
+                with table_locks(tmp_path, ["customers"]):
+                    pass
+    finally:
+        holder.kill()
+        holder.wait()

@@ -104,27 +104,12 @@ def test_validate_checks_the_configuration_and_table_modules(venv):
     assert [line.split()[1] for line in done.stdout.splitlines() if line.startswith("lakehouse ")] == ["validate"]
 
 
-def at_a_terminal(venv: Path, answer: str, *args: str) -> subprocess.CompletedProcess:
-    """``make`` with a terminal as its standard input, answering ``answer``."""
-    import pty
-
-    leader, follower = pty.openpty()
-    os.write(leader, answer.encode() + b"\n")
-    try:
-        return subprocess.run(["make", "-s", f"VENV={venv}", *args], cwd=PROJECT_ROOT, stdin=follower,
-                              capture_output=True, text=True, timeout=60)
-    finally:
-        os.close(leader)
-        os.close(follower)
-
-
-def test_a_full_refresh_at_a_terminal_asks_first_and_a_script_is_not_asked(venv):
-    refused = at_a_terminal(venv, "no", "ingest", "TABLE=orders", "FULL_REFRESH=1")
-    assert refused.returncode == 2 and "not refreshed" in refused.stdout
-    assert not [line for line in refused.stdout.splitlines() if line.startswith("lakehouse ")]
-    agreed = at_a_terminal(venv, "yes", "ingest", "TABLE=orders", "FULL_REFRESH=1")
-    assert agreed.returncode == 0, agreed.stderr
-    (line,) = [line for line in agreed.stdout.splitlines() if line.startswith("lakehouse ")]
-    assert "--full-refresh" in line
-    scripted = make(venv, "ingest-all", "FULL_REFRESH=1")  # no terminal: a scheduler's run
-    assert scripted.returncode == 0 and "--full-refresh" in scripted.stdout
+def test_a_full_refresh_is_confirmed_by_yes_or_left_to_the_engine_to_ask(venv):
+    asked = make(venv, "ingest", "TABLE=orders", "FULL_REFRESH=1")
+    (line,) = [line for line in asked.stdout.splitlines() if line.startswith("lakehouse ")]
+    assert "--full-refresh" in line.split() and "--yes" not in line.split()  # the engine asks, or refuses
+    confirmed = make(venv, "ingest-all", "FULL_REFRESH=1", "YES=1")
+    (line,) = [line for line in confirmed.stdout.splitlines() if line.startswith("lakehouse ")]
+    assert line.split()[1:4] == ["ingest", "--full-refresh", "--yes"]
+    (plain,) = [line for line in make(venv, "ingest-all", "YES=1").stdout.splitlines() if line.startswith("lakehouse ")]
+    assert "--yes" not in plain  # YES alone refreshes nothing

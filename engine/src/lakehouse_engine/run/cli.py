@@ -1,7 +1,7 @@
 """Command line: ``lakehouse COMMAND`` (also ``python -m lakehouse_engine`` and the project's own
-``python -m <package>``). Exit codes: 0 ok, 1 failed tables or checks,
-2 usage or configuration error, 3 a table is held by another run (try again later), 130
-interrupted (Ctrl-C).
+``python -m <package>``). Exit codes: 0 ok, 1 failed tables or checks
+(a table another run holds is one: ``ingest`` skips it, retriable), 2 usage or configuration
+error, 130 interrupted (Ctrl-C).
 
 The global options (``--target``, ``--project-dir``, ``--profiles-dir``, ``--log-format``) are
 accepted before or after the command, as in dbt. Only the commands that read the source need

@@ -27,10 +27,11 @@ def locks_folder(config: ProjectConfig) -> Path:
 
 
 class TableBusy(IngestError):
-    """Another run holds the table's lock: nothing is wrong, the run may be tried again later
-    (exit code 3, which a scheduler retries; ``run_results.json`` stays the holder's)."""
+    """Another run holds the table's lock: nothing is wrong, the table may be tried again later
+    (category ``busy``, retriable). ``ingest`` skips it and goes on with the others; a command
+    refused as a whole records nothing (``run_results.json`` stays the holder's)."""
 
-    exit_code = 3
+    exit_code = 1
     category = "busy"
 
     def __init__(self, table: str, pid: str, command: str):
@@ -46,19 +47,37 @@ class TableBusy(IngestError):
 @contextmanager
 def table_locks(folder: Path, tables: Sequence[str], command: str = "ingest") -> Iterator[None]:
     """Hold the locks of ``tables`` for ``command``; raises :class:`TableBusy` at the first one
-    another run holds."""
+    another run holds (the tables after it are not even tried)."""
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         for table in sorted(tables):
-            handle = stack.enter_context(open(folder / f"{table}.lock", "a+"))
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                pid, _, held_for = (handle.read().strip() or UNKNOWN_HOLDER).partition(" ")
-                raise TableBusy(table, pid, held_for or UNKNOWN_HOLDER) from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()} {command}")
-            handle.flush()
+            busy = _lock(stack, folder, table, command)
+            if busy is not None:
+                raise busy
         yield
+
+
+@contextmanager
+def free_table_locks(folder: Path, tables: Sequence[str], command: str = "ingest") -> Iterator[list[TableBusy]]:
+    """Hold the locks of those of ``tables`` no other run holds, for ``command``; yields the
+    others' refusals (in table order), so that a run goes on without them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        yield [busy for table in sorted(tables) if (busy := _lock(stack, folder, table, command)) is not None]
+
+
+def _lock(stack: ExitStack, folder: Path, table: str, command: str) -> TableBusy | None:
+    """Take ``table``'s lock for the life of ``stack`` and name this run in it; the refusal
+    when another run holds it."""
+    handle = stack.enter_context(open(folder / f"{table}.lock", "a+"))
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        pid, _, held_for = (handle.read().strip() or UNKNOWN_HOLDER).partition(" ")
+        return TableBusy(table, pid, held_for or UNKNOWN_HOLDER)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()} {command}")
+    handle.flush()
+    return None

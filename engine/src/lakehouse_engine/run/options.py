@@ -46,14 +46,15 @@ class Selection:
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """``ingest``: the tables, and whether to snapshot them again."""
+    """``ingest``: the tables, whether to snapshot them again, and whether that was confirmed."""
 
     selection: Selection
     full_refresh: bool = False
+    yes: bool = False  # --full-refresh confirmed without asking
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> IngestOptions:
-        return cls(Selection.from_args(args), args.full_refresh)
+        return cls(Selection.from_args(args), args.full_refresh, args.yes)
 
 
 @dataclass(frozen=True)

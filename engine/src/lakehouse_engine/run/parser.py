@@ -63,7 +63,8 @@ def _ingest_commands(commands: _Commands) -> None:
     ingest = commands.selectable("ingest", "snapshot new tables, catch up on the binlog, merge silver")
     ingest.add_argument("--full-refresh", action="store_true",
                         help="snapshot again: bronze starts anew, silver is replaced in one commit once "
-                             "every chunk is read")
+                             "every chunk is read (asks on a terminal; --yes elsewhere)")
+    ingest.add_argument("--yes", action="store_true", help="confirm --full-refresh without asking")
     follow = commands.selectable("follow", "ingest cycles back to back until stopped (Ctrl-C or SIGTERM ends "
                                            "the current cycle, then exits)")
     follow.add_argument("--interval", type=_seconds, default=DEFAULTS.follow_interval_s, metavar="SECONDS",

@@ -90,6 +90,8 @@ def print_results(results: Sequence[TableResult], log_format: LogFormat = "text"
         if r.status == RunStatus.SUCCESS:
             table_line(r.table, f"ok     snapshot rows {r.snapshot_rows:>8}  binlog rows {r.binlog_rows:>7}"
                                 f"  batch {r.batch:>4}  position {r.position or '-'}")
+        elif r.status == RunStatus.SKIPPED_BUSY:
+            table_line(r.table, "SKIPPED  another run holds it: try again later")
         else:
             table_line(r.table, "ERROR  see below")
     failed = [r for r in results if r.status != RunStatus.SUCCESS]

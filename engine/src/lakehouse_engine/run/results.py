@@ -26,12 +26,14 @@ FILE_NAME = "run_results.json"
 
 
 class RunStatus(StrEnum):
-    """The outcome of an invocation, and of each table in it (a table: success or error)."""
+    """The outcome of an invocation, and of each table in it (a table: success, error or
+    skipped-busy)."""
 
     SUCCESS = "success"
     FAIL = "fail"  # quality checks ran and failed
     ERROR = "error"
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM
+    SKIPPED_BUSY = "skipped-busy"  # a table another run held: not tried, try again later
 
 
 @dataclass

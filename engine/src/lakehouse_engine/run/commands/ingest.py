@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...errors import ConfigError
 from ..context import CommandContext
 from ..options import IngestOptions
 from ..printer import print_results
@@ -13,27 +15,70 @@ from .common import start_pipeline
 
 if TYPE_CHECKING:
     from ...tables import TableSpec
+    from ..locks import TableBusy
 
 
 def run(ctx: CommandContext, options: IngestOptions) -> int:
     from ...sink import paths as lake
-    from ..locks import locks_folder, table_locks
-    from ..pipeline import TablesFailed
+    from ..locks import free_table_locks, locks_folder
 
     specs = ctx.specs(options.selection)
-    with table_locks(locks_folder(ctx.config), [s.name for s in specs]):
+    with free_table_locks(locks_folder(ctx.config), [s.name for s in specs]) as busy:
+        skipped = {b.table for b in busy}
+        free = [s for s in specs if s.name not in skipped]
         lake.check_writable(ctx.config.lake_root)  # a configuration error before any source one
-        results = None if options.full_refresh else _when_idle(ctx, specs)
-        if results is None:
-            _, pipeline = start_pipeline(ctx, preflighted=not options.full_refresh)
-            try:
-                results = pipeline.ingest(specs, full_refresh=options.full_refresh)
-            except TablesFailed as some_failed:
-                results = some_failed.results
+        results = _ingest(ctx, free, options) if free else []
+    results = _in_order(specs, [*results, *(_skipped(b) for b in busy)])
     failed = print_results(results, ctx.log_format)
-    ctx.record(RunStatus.ERROR if failed else RunStatus.SUCCESS, results,
-               message=f"{len(failed)} of {len(results)} table(s) failed" if failed else "")
+    ctx.record(RunStatus.ERROR if failed else RunStatus.SUCCESS, results, message=_summary(results, failed))
     return 1 if failed else 0
+
+
+def _ingest(ctx: CommandContext, specs: Sequence[TableSpec], options: IngestOptions) -> list[TableResult]:
+    from ..pipeline import TablesFailed
+
+    if options.full_refresh:
+        confirm_full_refresh(specs, options.yes)
+    results = None if options.full_refresh else _when_idle(ctx, specs)
+    if results is not None:
+        return results
+    _, pipeline = start_pipeline(ctx, preflighted=not options.full_refresh)
+    try:
+        return pipeline.ingest(specs, full_refresh=options.full_refresh)
+    except TablesFailed as some_failed:
+        return some_failed.results
+
+
+def _skipped(busy: TableBusy) -> TableResult:
+    """A table another run holds: not tried this time (retriable), the others went on."""
+    return TableResult(busy.table or "?", RunStatus.SKIPPED_BUSY, message=str(busy), category=busy.category)
+
+
+def _in_order(specs: Sequence[TableSpec], results: Sequence[TableResult]) -> list[TableResult]:
+    order = {s.name: i for i, s in enumerate(specs)}
+    return sorted(results, key=lambda r: order.get(r.table, len(order)))
+
+
+def _summary(results: Sequence[TableResult], failed: Sequence[TableResult]) -> str:
+    if not failed:
+        return ""
+    busy = sum(r.status == RunStatus.SKIPPED_BUSY for r in failed)
+    held = f" ({busy} skipped: another run holds them; try again later)" if busy else ""
+    return f"{len(failed)} of {len(results)} table(s) failed{held}"
+
+
+def confirm_full_refresh(specs: Sequence[TableSpec], yes: bool) -> None:
+    """A full refresh replaces bronze's rows (the old ones stay readable by time travel only
+    until ``maintain`` VACUUMs them): asked on a terminal, else ``--yes`` must say so."""
+    names = ", ".join(s.name for s in specs)
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConfigError(f"--full-refresh re-snapshots {names} and replaces bronze's history; add --yes to "
+                          "confirm (make ingest ... FULL_REFRESH=1 YES=1)", setting="--yes")
+    answer = input(f"--full-refresh re-snapshots {names} and replaces bronze's history; type yes to go on: ")
+    if answer.strip() != "yes":
+        raise ConfigError(f"not refreshed: {names} left as they are (answer yes, or pass --yes)", setting="--yes")
 
 
 def _when_idle(ctx: CommandContext, specs: Sequence[TableSpec]) -> list[TableResult] | None:
