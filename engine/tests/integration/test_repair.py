@@ -123,3 +123,23 @@ def test_a_repair_that_only_rereads_rows_merges_them_and_never_appends_duplicate
     frame = spark.read.format("delta").load(silver)
     assert frame.where("customer_id = 7").count() == 1
     assert_silver_equals_exact_source(spark, config, "customers")
+
+
+@pytest.mark.parametrize(("table", "copied"), [
+    ("customers", F.col("customer_id") == 9),  # the same row twice
+    ("products", F.col("sku").startswith("ab-")),  # another spelling of one _ci key (ab- as AB-)
+])
+def test_a_key_silver_holds_twice_is_fixed_by_repair_without_a_full_refresh(spark, config, table, copied):
+    specs = [s for s in demo_specs() if s.name == table]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    silver = config.table_path("silver", table)
+    extra = spark.read.format("delta").load(silver).where(copied).limit(1)
+    if table == "products":
+        extra = extra.withColumn("sku", F.upper("sku"))
+    extra.write.format("delta").mode("append").save(silver)
+    (before,) = run_checks(config, spark, specs)
+    assert not before.success
+    done = cli(config, "repair", "--select", table)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    (after,) = run_checks(config, spark, specs)
+    assert after.success, [c for c in after.checks if not c.success]
