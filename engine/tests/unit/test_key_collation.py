@@ -144,7 +144,12 @@ def test_the_message_names_the_table_key_collation_an_example_and_the_fix():
     assert message.startswith("table products: 2 keys of silver held by more than one row")
     assert "(utf8mb4_general_ci: case-, accent- and trailing-space-insensitive)" in message
     assert "e.g. sku 'ABC' and 'abc ' are one key (2 rows)" in message  # differing spellings first
-    assert message.endswith("`make ingest TABLE=products FULL_REFRESH=1`")
+    assert message.endswith("write silver anew from bronze with `make rebuild TABLE=products` (a row held "
+                            "twice is not re-read away), then `make repair TABLE=products` if a spelling the "
+                            "source does not hold remains")  # x is held twice byte for byte
+    spellings = collision_message("products", sku, [Collision((("ABC",), ("abc ",)), 2)])
+    assert spellings.endswith("re-read those keys with `make repair TABLE=products` (it deletes the spellings "
+                              "the source does not hold)")
 
     pair = [KeyColumn("order_id"), KeyColumn("sku", collation_rule("utf8mb4_bin"))]
     message = collision_message("items", pair, [Collision(((7, "a"), (7, "a ")), 2)], complete=False)

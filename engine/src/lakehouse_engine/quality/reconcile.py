@@ -232,8 +232,15 @@ class Reconciliation:
         shown = "; ".join(d.describe() for d in self.differences[:DRILLED_BUCKETS])
         more = len(self.differences) - DRILLED_BUCKETS
         return (f"{len(self.differences)} of {self.buckets} key buckets differ from the source: {shown}"
-                + (f"; and {more} more buckets" if more > 0 else "") + tail
-                + f"; re-read the differing rows with `make repair TABLE={table}`")
+                + (f"; and {more} more buckets" if more > 0 else "") + tail + "; " + self._fix(table))
+
+    def _fix(self, table: str) -> str:
+        """``repair`` re-reads differing rows; a key held twice needs ``rebuild`` (the merge updates both)."""
+        repair = f"`make repair TABLE={table}`"
+        if any(k.problem.startswith("held by") for d in self.differences for k in d.keys):
+            return (f"write silver anew from bronze with `make rebuild TABLE={table}` (a key held twice is "
+                    f"not re-read away), then {repair} if rows still differ")
+        return f"re-read the differing rows with {repair}"
 
 
 # --- the source side (inside the caller's read view) --------------------------------------

@@ -285,5 +285,15 @@ def collision_message(table: str, columns: Sequence[KeyColumn], collisions: Sequ
     count = f"{n} key{'' if n == 1 else 's'}" if complete else f"{n} or more keys"
     return (f"table {table}: {count} of silver held by more than one row, keys compared as the source "
             f"compares them ({compared}): e.g. {example}. The source holds each key once, so silver "
-            f"keeps rows the source does not have: rebuild the table from the source with "
-            f"`make ingest TABLE={table} FULL_REFRESH=1`")
+            f"keeps rows the source does not have: {_fix(table, collisions)}")
+
+
+def _fix(table: str, collisions: Sequence[Collision]) -> str:
+    """The command that removes the collisions: ``repair`` re-reads the keys and deletes the
+    spellings the source does not hold; a row held twice byte for byte is not re-read away
+    (the merge updates both), ``rebuild`` writes silver anew with one row per key."""
+    repair = f"`make repair TABLE={table}`"
+    if all(len(c.spellings) > 1 for c in collisions):
+        return f"re-read those keys with {repair} (it deletes the spellings the source does not hold)"
+    return (f"write silver anew from bronze with `make rebuild TABLE={table}` (a row held twice is not "
+            f"re-read away), then {repair} if a spelling the source does not hold remains")
