@@ -281,3 +281,17 @@ def test_status_lags_go_to_the_textfile_and_an_unknown_lag_gives_no_sample(tmp_p
     assert 'lakehouse_table_lag_seconds{table="orders"} 12.5' in text
     assert 'lakehouse_table_lag_bytes{table="customers"} 700' in text
     assert 'lag_seconds{table="customers"}' not in text and "countries" not in text
+
+
+def test_a_run_whose_only_misses_were_busy_tables_alerts_nobody_and_keeps_their_samples(tmp_path):
+    prom = tmp_path / "lakehouse.prom"
+    metrics.update_textfile(prom, metrics.samples_of(run_results(results=[ORDERS_OK]), 1000.0))
+    busy = {"table": "orders", "status": "skipped-busy", "message": "held by another run"}
+    body = run_results(status="skipped-busy", results=[busy])
+    metrics.update_textfile(prom, metrics.samples_of(body, 2000.0))
+    text = prom.read_text()
+    assert 'lakehouse_table_up{command="ingest",table="orders"} 1' in text  # not marked down for it
+    assert 'last_success_timestamp_seconds{command="ingest",table="orders"} 1000' in text
+    seen = tmp_path / "seen"
+    alerts.alert(body, write(tmp_path, body), "acme", command=f"touch {seen}", webhook_url_env=None)
+    assert not seen.exists()

@@ -106,7 +106,7 @@ def run_results_schema() -> dict[str, Any]:
         "command": {"type": "string"}, "started_at": {"type": "string"}, "finished_at": {"type": "string"}}}
     result = {"type": "object", "required": ["table"], "properties": {
         "table": {"type": "string"},
-        "status": {"enum": ["success", "fail", "error", "interrupted"],
+        "status": {"enum": ["success", "fail", "error", "interrupted", "skipped-busy"],
                    "description": "ingest, follow, repair (fail: rows still differ), rebuild, maintain"},
         "success": {"type": "boolean", "description": "dq: every check passed"},
         "snapshot_rows": {"type": "integer"}, "binlog_rows": {"type": "integer"}, "batch": {"type": "integer"},
@@ -116,7 +116,7 @@ def run_results_schema() -> dict[str, Any]:
             "expectation": {"type": "string"}, "success": {"type": "boolean"}, "observed": {"type": "string"}}}}}}
     return {"$schema": DRAFT, "title": "run_results.json", "type": "object",
             "required": ["metadata", "status", "results"], "properties": {
-                "metadata": metadata, "status": {"enum": ["success", "fail", "error", "interrupted"]},
+                "metadata": metadata, "status": {"enum": ["success", "fail", "error", "interrupted", "skipped-busy"]},
                 "message": {"type": "string"}, "elapsed_seconds": {"type": "number"},
                 "results": {"type": "array", "items": result},
                 "error": {"type": "object", "description": "the failure's table, setting and position"}}}

@@ -26,7 +26,9 @@ __all__ = ["Datasets", "LineageRun", "lake_dataset", "source_dataset"]
 log = logging.getLogger(__name__)
 
 PRODUCER = f"https://pypi.org/project/lakehouse-engine/{__version__}"
-_END_STATES = {"success": "COMPLETE", "fail": "FAIL", "error": "FAIL", "interrupted": "ABORT"}
+# skipped-busy: the run did its work for the tables it could take; the others are another run's.
+_END_STATES = {"success": "COMPLETE", "skipped-busy": "COMPLETE", "fail": "FAIL", "error": "FAIL",
+               "interrupted": "ABORT"}
 WRITERS = frozenset({"ingest", "follow", "rebuild", "repair", "maintain"})
 
 

@@ -58,7 +58,7 @@ def samples_of(body: Mapping[str, Any], finished_at: float) -> list[Sample]:
 
 def _table_samples(command: str, result: Mapping[str, Any], finished_at: float) -> Iterable[Sample]:
     table = str(result.get("table", ""))
-    if not table:
+    if not table or result.get("status") == "skipped-busy":  # not tried: its last samples stand
         return
     labels = (("command", command), ("table", table))
     ok = result.get("status", "success") == "success" and result.get("success", True) is not False

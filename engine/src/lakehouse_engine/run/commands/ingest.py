@@ -30,8 +30,16 @@ def run(ctx: CommandContext, options: IngestOptions) -> int:
         results = _ingest(ctx, free, options) if free else []
     results = _in_order(specs, [*results, *(_skipped(b) for b in busy)])
     failed = print_results(results, ctx.log_format)
-    ctx.record(RunStatus.ERROR if failed else RunStatus.SUCCESS, results, message=_summary(results, failed))
+    ctx.record(_status(failed), results, message=_summary(results, failed))
     return 1 if failed else 0
+
+
+def _status(failed: Sequence[TableResult]) -> RunStatus:
+    """The run's status: skipped-busy when the only tables not ingested were held by another
+    run (retriable, no alert), else error when any failed."""
+    if not failed:
+        return RunStatus.SUCCESS
+    return RunStatus.SKIPPED_BUSY if all(r.status == RunStatus.SKIPPED_BUSY for r in failed) else RunStatus.ERROR
 
 
 def _ingest(ctx: CommandContext, specs: Sequence[TableSpec], options: IngestOptions) -> list[TableResult]:
