@@ -65,12 +65,14 @@ def test_tables_at_the_head_with_silver_merged_are_reported_without_spark(lake):
     assert results[1].copied  # a snapshot-only table stays copied, wherever the head is
 
 
-@pytest.mark.parametrize("case", ["behind the head", "silver behind", "snapshot", "never ingested",
+@pytest.mark.parametrize("case", ["behind the head", "past the head", "silver behind", "snapshot", "never ingested",
                                   "refresh", "one of two"])
 def test_any_table_that_may_have_work_sends_the_run_the_ordinary_way(lake, case):
     specs = [TableSpec("orders", "orders")]
     if case == "behind the head":
         lake.table("orders", binlog("orders", BinlogPosition("mysql-bin.000001", 4)), 4)
+    elif case == "past the head":  # the source's binlog was reset: the ordinary path says so
+        lake.table("orders", binlog("orders", LATER), 4)
     elif case == "silver behind":
         lake.table("orders", binlog("orders"), 3)
     elif case == "snapshot":

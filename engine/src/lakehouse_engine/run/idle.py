@@ -1,6 +1,6 @@
 """An ingest with nothing to do, told without starting Spark (which takes seconds, tens of
 seconds on a loaded host): on a local lake, every selected table's bronze checkpoint is in the
-binlog phase at or past the source's binlog head, and silver has merged its newest batch. Then
+binlog phase exactly at the source's binlog head, and silver has merged its newest batch. Then
 there is no change to read and nothing to merge, so the run reports each table as it stands.
 Anything else (a snapshot to read, silver behind bronze, a refresh, a lake only Spark reads, a
 head that moved, for any table at all) takes the ordinary path: the shortcut never guesses."""
@@ -51,4 +51,6 @@ def _idle(spec: TableSpec, state: TableState, head: BinlogPosition) -> bool:
         return False
     if state.silver_batch != cp.batch or state.refreshing:
         return False
-    return not spec.followed or cp.position >= head  # a snapshot-only table, once copied, stays so
+    # Exactly at the head: a position past it means the source's binlog was reset or replaced,
+    # which the ordinary path reports; a snapshot-only table, once copied, stays so.
+    return not spec.followed or cp.position == head
