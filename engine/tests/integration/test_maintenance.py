@@ -3,6 +3,10 @@ applied batches), and skips a table an ingest is running on."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+
 import pytest
 
 from lakehouse_engine.run.locks import table_locks
@@ -11,7 +15,7 @@ from lakehouse_engine.sink import bronze, silver
 from lakehouse_engine.sink.maintenance import active_files
 
 from .helpers import demo_specs, run_source_sql, silver_rows, source_rows
-from .test_cli import cli, error_lines, project_dir, run_results
+from .test_cli import PROJECT_ROOT, cli, cli_command, error_lines, project_dir, run_results
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +65,34 @@ def test_a_vacuum_retention_below_seven_days_is_refused_before_anything_runs(con
     assert done.returncode == 2
     (line,) = error_lines(done.stderr)
     assert "--retain-hours 24 is below 168" in line
+
+
+def test_a_second_maintain_finds_nothing_to_do_without_spark_and_vacuums_only_an_old_unused_file(
+        config, tmp_path):
+    assert cli(config, "ingest", "--select", "products").returncode == 0
+    first = cli(config, "maintain", "--select", "products")
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    # No Java to be found: had the run started a JVM, Spark's start would fail it.
+    command, env = cli_command(config, "maintain", "--select", "products")
+    no_java = tmp_path / "bin"
+    no_java.mkdir()
+    env = {**{k: v for k, v in env.items() if k != "JAVA_HOME"}, "PATH": str(no_java)}
+    idle = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert idle.returncode == 0, idle.stderr[-3000:]
+    for layer in ("bronze", "silver"):
+        assert f"{layer:<7} files      1 -> 1" in idle.stdout and "nothing to do" in idle.stdout, idle.stdout
+    assert [r["layer"] for r in run_results(config)["results"][0]["layers"]] == ["bronze", "silver"]
+
+    # A file no version uses, last written eight days ago (a crashed writer's leftover): VACUUM's.
+    bronze_dir = config.table_path("bronze", "products")
+    orphan = os.path.join(bronze_dir, "part-00000-orphan.snappy.parquet")
+    with open(orphan, "wb") as file:
+        file.write(b"not read by any version")
+    eight_days_ago = time.time() - 8 * 24 * 3600
+    os.utime(orphan, (eight_days_ago, eight_days_ago))
+    vacuum = cli(config, "maintain", "--select", "products")
+    assert vacuum.returncode == 0, vacuum.stderr[-3000:]
+    assert not os.path.exists(orphan)
+    lines = {line.split()[1]: line for line in vacuum.stdout.splitlines() if line.startswith("products ")}
+    assert lines["bronze"].endswith("vacuumed") and lines["silver"].endswith("nothing to do"), vacuum.stdout

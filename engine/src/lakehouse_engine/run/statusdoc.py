@@ -113,7 +113,12 @@ def run_results_schema() -> dict[str, Any]:
         "position": _nullable("string"), "seconds": {"type": "number"}, "message": {"type": "string"},
         "category": {"type": "string"}, "lag_seconds": _nullable("number"),
         "checks": {"type": "array", "items": {"type": "object", "properties": {
-            "expectation": {"type": "string"}, "success": {"type": "boolean"}, "observed": {"type": "string"}}}}}}
+            "expectation": {"type": "string"}, "success": {"type": "boolean"}, "observed": {"type": "string"}}}},
+        "layers": {"type": "array", "description": "maintain: each layer's files and the steps that ran",
+                   "items": {"type": "object", "properties": {
+                       "layer": {"enum": ["bronze", "silver"]}, "files_before": {"type": "integer"},
+                       "files_after": {"type": "integer"}, "seconds": {"type": "number"},
+                       "compacted": {"type": "boolean"}, "vacuumed": {"type": "boolean"}}}}}}
     return {"$schema": DRAFT, "title": "run_results.json", "type": "object",
             "required": ["metadata", "status", "results"], "properties": {
                 "metadata": metadata, "status": {"enum": ["success", "fail", "error", "interrupted", "skipped-busy"]},

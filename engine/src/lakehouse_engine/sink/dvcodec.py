@@ -200,12 +200,8 @@ def read(table_root: Path, descriptor: Mapping[str, Any]) -> np.ndarray:
     if kind == "i":  # Z85 works in 4-byte words: the size says where the bitmap ends
         data = z85_decode(where)[:int(descriptor["sizeInBytes"])]
     else:
-        if kind == "u":
-            prefix, file_id = where[:-UUID_CHARS], uuid.UUID(bytes=z85_decode(where[-UUID_CHARS:]))
-            path = table_root / prefix / f"deletion_vector_{file_id}.bin"
-        elif kind == "p" and where.startswith(("file:", "/")):
-            path = Path(where[len("file:"):] if where.startswith("file:") else where)
-        else:
+        path = stored_file(table_root, descriptor)
+        if path is None:
             raise DeletionVectorError(f"deletion vector stored as {kind!r} at {where!r} is not readable here")
         data = _from_file(path, int(descriptor.get("offset") or 1), int(descriptor["sizeInBytes"]))
     positions = deserialize(data)
@@ -213,6 +209,18 @@ def read(table_root: Path, descriptor: Mapping[str, Any]) -> np.ndarray:
         raise DeletionVectorError(f"deletion vector {where!r} holds {len(positions)} row(s), its descriptor "
                                   f"says {descriptor['cardinality']}")
     return positions
+
+
+def stored_file(table_root: Path, descriptor: Mapping[str, Any]) -> Path | None:
+    """The local file a descriptor's deletion vector is stored in; None when it is inline or
+    not in a local file."""
+    kind, where = descriptor.get("storageType"), str(descriptor.get("pathOrInlineDv", ""))
+    if kind == "u":
+        prefix, file_id = where[:-UUID_CHARS], uuid.UUID(bytes=z85_decode(where[-UUID_CHARS:]))
+        return table_root / prefix / f"deletion_vector_{file_id}.bin"
+    if kind == "p" and where.startswith(("file:", "/")):
+        return Path(where[len("file:"):] if where.startswith("file:") else where)
+    return None
 
 
 def _from_file(path: Path, offset: int, size: int) -> bytes:

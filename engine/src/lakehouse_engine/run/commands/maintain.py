@@ -1,10 +1,16 @@
-"""``lakehouse maintain``: OPTIMIZE and VACUUM of each table's bronze and silver."""
+"""``lakehouse maintain``: OPTIMIZE and VACUUM of each table's bronze and silver.
+
+Spark starts at the first step that has work: on a local lake a table with nothing to compact or
+delete is told from its log and folder (see :mod:`..sink.maintenance`), so a ``maintain`` that
+finds every table tidy returns without starting a JVM."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...config.project import ProjectConfig
+from ...sink import paths as lake
 from ..context import CommandContext
 from ..options import MaintainOptions
 from ..printer import table_line
@@ -14,7 +20,7 @@ from .common import each_table, finish_tables, lake_spark
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ...sink.maintenance import MaintenanceOptions
+    from ...sink.maintenance import LayerReport, MaintenanceOptions
     from ...tables import TableSpec
 
 
@@ -23,24 +29,41 @@ def run(ctx: CommandContext, options: MaintainOptions) -> int:
 
     settings = maintenance.MaintenanceOptions(vacuum=options.vacuum, retain_hours=options.retain_hours)
     specs = ctx.specs(options.selection)
-    spark = lake_spark(ctx.config)
+    lake.check_writable(ctx.config.lake_root)
+    start_spark = _once(lambda: lake_spark(ctx.config))
     return finish_tables(ctx, each_table(ctx.config, specs,
-                                         lambda spec, result: _maintain(spark, ctx.config, spec, result, settings)))
+                                         lambda spec, result: _maintain(start_spark, ctx.config, spec, result,
+                                                                        settings)))
 
 
-def _maintain(spark: SparkSession, config: ProjectConfig, spec: TableSpec, result: MaintenanceResult,
-              settings: MaintenanceOptions) -> None:
-    from ...sink import bronze, maintenance
+def _once(start: Callable[[], SparkSession]) -> Callable[[], SparkSession]:
+    """``start`` on the first call; the same session on every later one."""
+    started: list[SparkSession] = []
+
+    def get() -> SparkSession:
+        if not started:
+            started.append(start())
+        return started[0]
+    return get
+
+
+def _maintain(start_spark: Callable[[], SparkSession], config: ProjectConfig, spec: TableSpec,
+              result: MaintenanceResult, settings: MaintenanceOptions) -> None:
+    from ...sink import maintenance
     from ..locks import locks_folder, table_locks
 
     # The ingest lock: a MERGE reading files a compaction removes would fail.
     with table_locks(locks_folder(config), [spec.name], "maintain"):
         for layer in maintenance.LAYERS:
-            path = config.table_path(layer, spec.name)
-            if bronze.exists(spark, path):
-                report = maintenance.maintain_layer(spark, path, layer, settings)
+            report = maintenance.maintain_layer(start_spark, config.table_path(layer, spec.name), layer, settings)
+            if report is not None:
                 result.layers.append(report)
-                table_line(spec.name, f"{layer:<7} files {report.files_before:>6} -> {report.files_after:<6} "
-                                      f"{report.seconds:6.1f} s")
+                table_line(spec.name, _line(report))
     if not result.layers:
         table_line(spec.name, "not in the lake yet: nothing to maintain")
+
+
+def _line(report: LayerReport) -> str:
+    done = [step for step, ran in (("compacted", report.compacted), ("vacuumed", report.vacuumed)) if ran]
+    return (f"{report.layer:<7} files {report.files_before:>6} -> {report.files_after:<6} "
+            f"{report.seconds:6.1f} s  {', '.join(done) if done else 'nothing to do'}")
