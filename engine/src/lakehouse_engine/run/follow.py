@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pymysql
 
@@ -54,6 +54,9 @@ from ..state.positions import BinlogPosition, bytes_behind
 from ..tables import TableSpec
 from .pipeline import Pipeline, TablesFailed
 from .results import RunStatus, TableResult
+
+if TYPE_CHECKING:
+    from .livemetrics import LiveMetrics
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +133,11 @@ class Follower:
                  stop: threading.Event, options: FollowOptions | None = None,
                  serve: Callable[[Mapping[str, TableSpec]], None] | None = None,
                  discover: Callable[[Collection[str]], Sequence[TableSpec]] | None = None,
-                 publish_to: Path | None = None):
+                 publish_to: Path | None = None, metrics: LiveMetrics | None = None):
         """``serve(known)``: other runs' requests for the tables this run holds (see
         ``run.repairs``). ``discover(known names)``: tables added since, locked for this run.
         ``publish_to``: the target folder where how far the tables are read is published
-        (``followstate``)."""
+        (``followstate``). ``metrics``: the live samples of the project's metrics textfile."""
         self._pipeline = pipeline
         self._serve = serve
         self._discover = discover
@@ -155,6 +158,7 @@ class Follower:
         self._target_dir = publish_to
         self._published_at = float("-inf")
         self._cycle_began_at = time.time()  # wall clock: what followstate publishes
+        self._metrics = metrics
 
     def run(self) -> FollowOutcome:
         started = time.monotonic()
@@ -168,6 +172,7 @@ class Follower:
                 self._serve_requests()
                 self._cycle_or_retry()
                 self._publish_read_to()
+                self._publish_metrics()
                 pause = self._options.interval_s - (time.monotonic() - began)
                 if self._options.max_seconds is not None:
                     pause = min(pause, self._options.max_seconds - (time.monotonic() - started))
@@ -240,6 +245,7 @@ class Follower:
         head = self._source.position()
         if self._caught_up(head):
             self._outcome.idle_cycles += 1
+            self._note_cycle(head, [])
             self._heartbeat(head)
             return
         began = time.monotonic()
@@ -254,6 +260,7 @@ class Follower:
             self._source.check()
             results, errors = failed.results, failed.errors
         self._note_commits()
+        self._note_cycle(head, results)
         for result in results:
             self._results[result.table] = result
         rows = sum(r.snapshot_rows + r.binlog_rows for r in results)
@@ -312,6 +319,18 @@ class Follower:
         except OSError as exc:  # only a hint for status and dq
             log.debug("follow: %s not written: %s", followstate.FILE_NAME, exc)
         self._published_at = now
+
+    def _note_cycle(self, head: BinlogPosition, results: Sequence[TableResult]) -> None:
+        if self._metrics is not None:
+            caught_up = [s.name for s in self._active if (p := self._pipeline.read_to(s.name)) is not None
+                         and p >= head]
+            self._metrics.cycle(self._cycle_began_at, results, caught_up)
+
+    def _publish_metrics(self) -> None:
+        if self._metrics is not None:
+            active = {s.name for s in self._active}
+            self._metrics.publish({name: name in active and result.status == RunStatus.SUCCESS
+                                   for name, result in self._results.items()})
 
     def _holding_idle(self) -> frozenset[str]:
         """Tables whose position may stay uncommitted this cycle if they have no new rows."""

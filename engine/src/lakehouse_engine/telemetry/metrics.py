@@ -1,7 +1,7 @@
 """Prometheus metrics as a node_exporter textfile (``metrics.textfile`` in lakehouse_project.yml).
 
-After every recorded command (``ingest``, ``dq``, ``repair``, ...; ``follow`` when it stops),
-the file is rewritten in one step
+After every recorded command (``ingest``, ``dq``, ``repair``, ...; ``follow`` when it stops,
+and every 15 s while it runs: :mod:`..run.livemetrics`), the file is rewritten in one step
 (a temporary file renamed over it, as the textfile collector requires) with, per table: the
 rows of its last run, its status, when it last succeeded, and the lag ``dq`` measured. Tables
 not in this run keep their samples from the previous file, so one file serves every command and
@@ -26,9 +26,12 @@ METRICS: dict[str, tuple[str, str]] = {
     "lakehouse_table_run_seconds": ("gauge", "Seconds the table's last run took."),
     "lakehouse_table_up": ("gauge", "1 when the table's last run of the command succeeded, else 0."),
     "lakehouse_table_last_success_timestamp_seconds": ("gauge", "When a run of the command last succeeded."),
-    "lakehouse_table_lag_seconds": ("gauge", "Silver's lag behind the source, as dq or status last measured it."),
+    "lakehouse_table_lag_seconds": ("gauge", "Silver's lag behind the source, as dq, status or a running follow "
+                                             "last measured it."),
     "lakehouse_table_lag_bytes": ("gauge", "Binlog bytes from the table's position to the source's head (status)."),
     "lakehouse_last_run_timestamp_seconds": ("gauge", "When the command last finished, by status."),
+    "lakehouse_heartbeat_timestamp_seconds": ("gauge", "When a running follow last reported (every 15 s)."),
+    "lakehouse_follow_rows_total": ("counter", "Rows a running follow wrote to bronze since it started, by kind."),
 }
 _LINE = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

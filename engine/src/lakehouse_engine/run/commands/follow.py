@@ -15,6 +15,7 @@ from .common import start_pipeline
 
 if TYPE_CHECKING:
     from ..follow import FollowOutcome
+    from ..livemetrics import LiveMetrics
 
 
 def run(ctx: CommandContext, options: FollowOptions) -> int:
@@ -50,4 +51,12 @@ def _follow(ctx: CommandContext, options: FollowOptions) -> FollowOutcome:
         # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
         with stop_requests() as stop, file_only(capture.log, capture.READING), closing(pipeline):
             return following.Follower(pipeline, specs, following.SourceLink(ctx.config.source), stop, cycles, serve,
-                                      discover, publish_to=ctx.config.target_dir).run()
+                                      discover, publish_to=ctx.config.target_dir, metrics=_live_metrics(ctx)).run()
+
+
+def _live_metrics(ctx: CommandContext) -> LiveMetrics | None:
+    """The samples a running follow refreshes, when the project keeps a metrics textfile."""
+    from ..livemetrics import LiveMetrics
+
+    textfile = ctx.config.telemetry.metrics_textfile
+    return LiveMetrics(ctx.config.root / textfile) if textfile else None  # an absolute path stays as it is
