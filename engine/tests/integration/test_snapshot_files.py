@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from lakehouse_engine.errors import ConcurrentRunError
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.sink import deltafiles
+from lakehouse_engine.sink import paths as lake
 from lakehouse_engine.sink.columnmap import StaleColumns
 from lakehouse_engine.sink.log import localfiles, transaction
 
@@ -106,8 +107,8 @@ def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spar
     specs = [s for s in demo_specs() if s.name == "orders"]
     Pipeline(config, spark, "run-1").ingest(specs)
     assert_silver_equals_exact_source(spark, config, "orders")
-    staging = config.target_dir / "staging"
-    assert not any(staging.rglob("*.parquet")), "staged files must be removed after the commit"
+    for staging in (config.target_dir / "staging", lake.staging_folder(config.lake_root, config.target_dir)):
+        assert not any(staging.rglob("*.parquet")), "staged files must be removed after the commit"
 
 
 def _one_chunk_per_commit(config):
@@ -156,3 +157,16 @@ def test_a_silver_commit_lost_after_its_bronze_commit_is_merged_later(spark, con
     # was no longer one batch behind): the end of the run applied batches 2..last at once.
     assert applied == [1, result.batch]
     _assert_silver_is_the_source_row_for_row(spark, config, "orders")
+
+
+def test_snapshot_tasks_stage_their_files_in_the_lake_not_in_the_drivers_project_folder(spark, config):
+    # Executors on other hosts see the (shared) lake, never the driver's target/: a file where
+    # target/staging would be proves that nothing is written there.
+    config.target_dir.mkdir(parents=True, exist_ok=True)
+    (config.target_dir / "staging").write_text("not a folder")
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    (result,) = Pipeline(config, spark, "run-1").ingest(specs)
+    assert result.status == "success" and result.snapshot_rows > 0
+    assert_silver_equals_exact_source(spark, config, "orders")
+    staging = lake.staging_folder(config.lake_root, config.target_dir)
+    assert staging.parent == Path(config.lake_root) and not any(staging.rglob("*.parquet"))

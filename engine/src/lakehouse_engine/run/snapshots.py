@@ -27,6 +27,7 @@ from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, S
 from ..errors import ConfigError, FatalError, SourceUnavailableError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
+from ..sink import paths as lake
 from ..snapshot.chunking import Chunk, plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.window import LowWatermarks, Window, resolve
@@ -199,7 +200,8 @@ class SnapshotRunner:
         try:
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=chunks,
-                bronze_path=path, checkpoint=attempt, staging=self.config.target_dir / "staging",
+                bronze_path=path, checkpoint=attempt,
+                staging=lake.staging_folder(self.config.lake_root, self.config.target_dir),
                 # A silver transform is Spark code, and history has columns of its own: silver
                 # then takes the rows by MERGE only.
                 silver_path=(self.config.table_path(Layer.SILVER, spec.name)

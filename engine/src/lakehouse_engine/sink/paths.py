@@ -26,6 +26,18 @@ def local_folder(lake_root: str) -> Path | None:
     return None if "://" in lake_root else Path(lake_root)
 
 
+STAGING = "_staging"  # hidden from Delta (a leading underscore), as _delta_log is
+
+
+def staging_folder(lake_root: str, target_dir: Path) -> Path:
+    """Where snapshot tasks write a chunk's files before the driver commits them: inside a local
+    lake (``<lake_root>/_staging``), which executors on other hosts see where the lake is shared
+    (NFS...) and which the driver then moves them from by a rename on the same file system. Other
+    lakes stage in the project's ``target/staging``, which only executors on the driver's host see."""
+    folder = local_folder(lake_root)
+    return folder / STAGING if folder is not None else target_dir / "staging"
+
+
 def check_writable(lake_root: str) -> None:
     """A local lake root must be a folder this user can write, or be creatable in one.
 

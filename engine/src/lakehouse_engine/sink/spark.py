@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
 from ..failures import note_interrupt
+from . import shipping
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
     from pyspark.sql import SparkSession
@@ -77,12 +78,12 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # Spark's Python workers must import this package; put the project on their path.
-    root = str(config.root.resolve())
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    local = shipping.is_local_master(config.spark.master)
+    python = shipping.executor_python(config.spark.conf, config.spark.master)
+    if python is not None:  # pyspark hands the executors PYSPARK_PYTHON, read at the context's start
+        os.environ["PYSPARK_PYTHON"] = python
+    else:
+        os.environ.pop("PYSPARK_PYTHON", None)
 
     builder = (
         SparkSession.builder.appName(app_name)
@@ -97,8 +98,9 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
         # VACUUM lists the table's folders in this many tasks (Spark's default: 10,000, nearly all
         # empty for our unpartitioned tables): 85-98 s per VACUUM on 2 cores, 4-6 s with 8.
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "8")
-        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
     )
+    if local:  # workers beside the driver share its venv; a cluster gets the engine shipped
+        builder = builder.config("spark.executorEnv.PYTHONPATH", _local_python_path(config))
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     if config.spark.master.startswith("local"):
         java_options = f"{local_jvm_options(config.spark.conf, long_running)} {java_options}"
@@ -123,9 +125,20 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     _interrupt_promptly(spark)
+    if not local:
+        shipping.ship_engine(spark)
     if jars.cacheable:
         _save_manifest(spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
+
+
+def _local_python_path(config: ProjectConfig) -> str:
+    """The workers' path on a local master: the project first (a vendored engine), then ours."""
+    root = str(config.root.resolve())
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    return os.environ["PYTHONPATH"]
 
 
 @contextmanager

@@ -6,15 +6,17 @@ A batch of chunks becomes one Spark job whose tasks read and stage the chunks
 commit whose checkpoint holds the chunks' watermarks, and turns an error raised inside a task
 back into the engine error it was.
 
-The tasks write their files under the project's ``target/staging`` (which every executor must
-see: it does on the default local master). On a local lake the driver moves them into bronze's
-folder and commits them as they are (:mod:`deltafiles`): the JVM never touches the rows. Other
-lake roots (s3a://...) get the staged files appended by Spark.
+The tasks write their files into a staging folder (:func:`..sink.paths.staging_folder`): the
+local lake's ``_staging``, which every executor sees where the lake is shared. The driver moves
+them into bronze's folder (a rename) and commits them as they are (:mod:`deltafiles`): the JVM
+never touches the rows. Other lake roots (s3a://...) stage in the project's ``target/staging``,
+which only executors on the driver's host see, and get the staged files appended by Spark.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import threading
@@ -31,7 +33,7 @@ from pyspark.sql import types as T
 
 from .. import errors
 from ..config.project import SourceProfile
-from ..sink import bronze, columnmap, deltafiles
+from ..sink import bronze, columnmap, deltafiles, shipping
 from ..sink.log import localfiles
 from ..sink.silverlineage import Commit
 from ..source.connection import driver_error_in_text
@@ -53,6 +55,7 @@ _TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")
 
 def task_error(exc: Exception, table: str) -> errors.IngestError:
     """Re-raise an engine error thrown inside a Spark task as itself, with its one-line message;
+    a Python on the executors that lacks a module (or does not start) is a configuration error;
     anything else becomes a retriable error naming the table."""
     text = str(exc)
     found = _TASK_ERROR.findall(text)
@@ -61,6 +64,9 @@ def task_error(exc: Exception, table: str) -> errors.IngestError:
         cls = getattr(errors, name, errors.IngestError)
         if isinstance(cls, type) and issubclass(cls, errors.IngestError):
             return cls(message.strip())
+    missing = shipping.missing_module_error(text, table, os.environ.get("PYSPARK_PYTHON"))
+    if missing is not None:  # the executors' Python: running again cannot help
+        return missing
     known = driver_error_in_text(text, f"table {table}", table)  # a lost source, a revoked privilege
     if known is not None:
         return known

@@ -1,0 +1,97 @@
+"""The engine's code and Python for Spark executors that run on other hosts.
+
+Spark tasks run engine code (the snapshot's chunk reads, :mod:`..snapshot.chunktask`). On the
+default local master they run in Python workers beside the driver, which share its virtualenv:
+the driver's interpreter and its ``PYTHONPATH`` are handed to them. On a cluster master
+(``spark://``, ``yarn``, ``k8s://``) an executor sees neither the driver's disk nor its venv, so:
+
+* the engine ships itself: its package is zipped once per version and content
+  (``~/.cache/lakehouse-ingest/``) and added to the session (``addPyFile``), so an executor's
+  Python needs only the engine's third-party requirements (``pymysql``, ``pyarrow``, ``numpy``);
+* the executors' Python is ``spark.pyspark.python`` from the project's ``spark.conf`` (Spark's
+  own precedence: it wins over ``PYSPARK_PYTHON``), else ``PYSPARK_PYTHON``, else on a cluster
+  Spark's default (``python3`` on the workers), never the driver's venv path;
+* a task whose Python cannot import what it needs fails the run with one line naming the module
+  and the fix (:func:`missing_module_error`), not as a retriable read error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PYTHON_SETTING = "spark.pyspark.python"
+_MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+_NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"')
+
+
+def is_local_master(master: str) -> bool:
+    """Whether executors run in the driver's process on its host (``local``, ``local[4]``...);
+    ``local-cluster[...]`` starts executors of their own, as a cluster does."""
+    return master == "local" or master.startswith("local[")
+
+
+def executor_python(conf: Mapping[str, str], master: str) -> str | None:
+    """The Python the executors' workers run (None: Spark's default, ``python3`` on the workers)."""
+    chosen = conf.get(PYTHON_SETTING) or os.environ.get("PYSPARK_PYTHON")
+    if chosen:
+        return chosen
+    return sys.executable if is_local_master(master) else None
+
+
+def engine_archive(cache: Path | None = None) -> Path:
+    """A zip of the engine package as the driver imports it, made once per version and content."""
+    from .. import __version__
+
+    package = Path(__file__).resolve().parent.parent
+    sources = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in sources:
+        stat = path.stat()
+        digest.update(f"{path.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    folder = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakehouse-ingest"
+    archive = folder / f"lakehouse_engine-{__version__}-{digest.hexdigest()[:12]}.zip"
+    if not archive.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = archive.with_name(f".{archive.name}.{os.getpid()}")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zipped:
+            for path in sources:
+                zipped.write(path, Path("lakehouse_engine") / path.relative_to(package))
+        partial.replace(archive)  # a concurrent run making the same archive writes the same bytes
+    return archive
+
+
+def ship_engine(spark: SparkSession) -> Path:
+    """Add the engine's archive to the session: every executor imports the driver's engine."""
+    archive = engine_archive()
+    spark.sparkContext.addPyFile(str(archive))
+    return archive
+
+
+def missing_module_error(text: str, table: str, python: str | None) -> ConfigError | None:
+    """The one-line error for a task whose Python lacks a module or does not start; None when
+    ``text`` (a failed Spark job's) says neither."""
+    where = f"the Python the Spark executors run ({python or 'python3, Spark default'})"
+    fix = (f"install the engine's requirements there (pip install lakehouse-engine), or point "
+           f"{PYTHON_SETTING} in lakehouse_project.yml's spark.conf at a Python that has them")
+    found = _MISSING.findall(text)
+    if found:
+        return ConfigError(f"reading a snapshot chunk of {table}: ModuleNotFoundError: No module named "
+                           f"'{found[-1]}' on the executors, in {where}: {fix}")
+    started = _NO_PYTHON.findall(text)
+    if started:
+        return ConfigError(f"reading a snapshot chunk of {table}: the Spark executors cannot run "
+                           f"{started[-1]!r}: set {PYTHON_SETTING} in lakehouse_project.yml's spark.conf "
+                           "to the Python installed on the workers")
+    return None

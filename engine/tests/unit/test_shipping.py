@@ -1,0 +1,66 @@
+"""What Spark executors on other hosts get: the engine's code shipped as a zip, the Python the
+project names, and one line when that Python lacks a module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+from lakehouse_engine import errors
+from lakehouse_engine.sink import shipping
+from lakehouse_engine.snapshot.reader import task_error
+
+MISSING = """org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 4 times
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/opt/spark/python/lib/pyspark.zip/pyspark/serializers.py", line 193, in _read_with_length
+    return self.loads(obj)
+ModuleNotFoundError: No module named 'pymysql'
+
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:624)
+\tat org.apache.spark.util.SparkErrorUtils.tryWithSafeFinally(SparkErrorUtils.scala:64)
+"""
+
+
+def test_the_executors_python_is_the_projects_setting_then_the_environment_then_the_default(monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", "/env/python")
+    conf = {"spark.pyspark.python": "/opt/conda/bin/python"}
+    assert shipping.executor_python(conf, "spark://master:7077") == "/opt/conda/bin/python"
+    assert shipping.executor_python({}, "spark://master:7077") == "/env/python"
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    assert shipping.executor_python({}, "local[2]") == sys.executable  # beside the driver: its venv
+    assert shipping.executor_python({}, "spark://master:7077") is None  # never the driver's venv path
+    assert shipping.executor_python({}, "local-cluster[2,1,1024]") is None
+
+
+def test_only_a_local_master_runs_executors_in_the_drivers_process():
+    assert shipping.is_local_master("local") and shipping.is_local_master("local[*]")
+    for master in ("local-cluster[1,1,1024]", "spark://h:7077", "yarn", "k8s://https://k:443"):
+        assert not shipping.is_local_master(master)
+
+
+def test_the_engine_archive_holds_the_package_and_imports_from_itself(tmp_path):
+    archive = shipping.engine_archive(tmp_path)
+    assert shipping.engine_archive(tmp_path) == archive  # made once per version and content
+    names = zipfile.ZipFile(archive).namelist()
+    assert "lakehouse_engine/snapshot/chunktask.py" in names and "lakehouse_engine/__init__.py" in names
+    assert not any("__pycache__" in n for n in names)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import lakehouse_engine.snapshot.chunktask as m; "
+             "print(m.__file__)")
+    done = subprocess.run([sys.executable, "-c", probe, str(archive)], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith(str(archive))
+
+
+def test_a_module_missing_on_the_executors_is_one_configuration_line_naming_it_and_the_fix():
+    error = task_error(Exception(MISSING), "customers")
+    assert type(error) is errors.ConfigError and "\n" not in str(error)
+    assert "ModuleNotFoundError: No module named 'pymysql' on the executors" in str(error)
+    assert "spark.pyspark.python" in str(error) and "pip install lakehouse-engine" in str(error)
+
+
+def test_an_executor_python_that_does_not_start_names_the_setting():
+    text = ('java.io.IOException: Cannot run program "/home/me/project/.venv/bin/python": error=2, '
+            "No such file or directory\n\tat java.base/java.lang.ProcessBuilder.start(ProcessBuilder.java:1143)")
+    error = task_error(Exception(text), "orders")
+    assert type(error) is errors.ConfigError
+    assert "cannot run '/home/me/project/.venv/bin/python': set spark.pyspark.python" in str(error)
