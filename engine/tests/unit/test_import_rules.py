@@ -12,7 +12,7 @@ from pathlib import Path
 import lakehouse_engine
 
 ROOT = Path(lakehouse_engine.__file__).resolve().parent
-ENTRY_POINTS = {"__main__"}
+ENTRY_POINTS = {"__main__", "submit"}  # python -m, and spark-submit's application
 
 
 def packages_of(root: Path) -> set[str]:

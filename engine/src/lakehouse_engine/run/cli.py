@@ -49,6 +49,7 @@ from .commands import (
     source,
     spark_check,
     status,
+    submit_line,
     validate,
 )
 from .context import CommandContext, Invocation
@@ -64,6 +65,7 @@ from .options import (
     SchemaOptions,
     Selection,
     SourceOptions,
+    SubmitLineOptions,
 )
 from .parser import build_parser
 from .printer import LogFormat, json_line, shown
@@ -215,4 +217,5 @@ COMMANDS: dict[str, Command] = {
     "add-table": _with(add_table.run, AddTableOptions.from_args),
     "source": _with(source.run, SourceOptions.from_args),
     "spark-check": _plain(spark_check.run),
+    "submit-line": _with(submit_line.run, SubmitLineOptions.from_args),
 }

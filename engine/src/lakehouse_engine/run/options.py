@@ -132,6 +132,17 @@ class SourceOptions:
 
 
 @dataclass(frozen=True)
+class SubmitLineOptions:
+    """``submit-line``: the command (and its options) spark-submit is to run."""
+
+    command: tuple[str, ...]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SubmitLineOptions:
+        return cls(tuple(args.submitted))
+
+
+@dataclass(frozen=True)
 class SchemaOptions:
     """``schema``: which file's JSON Schema to print."""
 

@@ -111,6 +111,10 @@ def _project_commands(commands: _Commands) -> None:
     source = commands.command("source", "the embedded MariaDB (demo and tests)")
     source.add_argument("action", choices=["up", "down", "status", "changes"])
     commands.command("spark-check", "start Spark with Delta once (resolves and caches the jars)")
+    submit = commands.command("submit-line", "print the spark-submit command line that runs COMMAND (for a "
+                                             "cluster's gateway or Airflow's SparkSubmitOperator)")
+    submit.add_argument("submitted", nargs=argparse.REMAINDER, metavar="COMMAND ...",
+                        help="the command and its options, e.g. ingest --select orders")
     commands.command("eject", "copy the engine's source into this project (vendored) in place of the "
                               "lakehouse-engine pin")
     schema = commands.command("schema", "print the JSON Schema of lakehouse_project.yml or profiles.yml (for an "

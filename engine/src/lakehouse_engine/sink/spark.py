@@ -19,7 +19,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -85,9 +85,12 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     else:
         os.environ.pop("PYSPARK_PYTHON", None)
 
+    submitted = under_spark_submit()
+    builder = SparkSession.builder.appName(app_name)
+    if not submitted:  # spark-submit's --master (or its default) stands
+        builder = builder.master(config.spark.master)
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(config.spark.master)
+        builder
         .config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
         .config("spark.sql.session.timeZone", "UTC")
@@ -102,7 +105,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     if local:  # workers beside the driver share its venv; a cluster gets the engine shipped
         builder = builder.config("spark.executorEnv.PYTHONPATH", _local_python_path(config))
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
-    if config.spark.master.startswith("local"):
+    if config.spark.master.startswith("local") and not submitted:
         java_options = f"{local_jvm_options(config.spark.conf, long_running)} {java_options}"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
@@ -124,12 +127,57 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
             "holding the Delta jars"
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
+    if submitted:
+        _check_submitted_jars(spark)
     _interrupt_promptly(spark)
     if not local:
         shipping.ship_engine(spark)
     if jars.cacheable:
         _save_manifest(spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
+
+
+def under_spark_submit() -> bool:
+    """Whether spark-submit started this driver: its JVM is already running (pyspark then reaches
+    it through the gateway port spark-submit hands over), so the jars and JVM options of the
+    session's settings come too late for the driver, and spark-submit's options stand."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _check_submitted_jars(spark: SparkSession) -> None:
+    """Delta's classes must be on the driver's class path spark-submit built: without them the
+    session starts without Delta and the first Delta call fails as a JVM stack trace."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        jvm_view(spark).org.apache.spark.util.Utils.classForName(DELTA_CATALOG, True, False)
+    except Py4JJavaError:
+        raise ConfigError(
+            f"spark-submit started Spark without the Delta jars: add --packages {delta_artifact()} "
+            "(or --jars with those jars) to the spark-submit line; lakehouse submit-line prints it") from None
+
+
+def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
+    """The spark-submit command line that runs ``lakehouse <command>`` for this project."""
+    jars = _jar_settings(config).conf if config.spark.jars_dir else {}
+    packages = ",".join(p for p in (delta_artifact(), config.spark.conf.get("spark.jars.packages")) if p)
+    line = ["spark-submit", "--master", config.spark.master]
+    line += ["--jars", jars["spark.jars"]] if jars else ["--packages", packages]
+    # The driver runs in this Python (it has the engine and the project's requirements); local
+    # executors too, while a cluster's are the project's spark.pyspark.python or Spark's default.
+    pythons = {"spark.pyspark.driver.python": sys.executable}
+    if shipping.is_local_master(config.spark.master):
+        pythons["spark.pyspark.python"] = sys.executable
+    conf = {"spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+            "spark.sql.session.timeZone": "UTC", **pythons,
+            **{k: v for k, v in config.spark.conf.items() if k != "spark.jars.packages"}}
+    for key, value in conf.items():
+        line += ["--conf", f"{key}={value}"]
+    line.append(str(Path(__file__).resolve().parent.parent / "submit.py"))  # the application (no import:
+    # it imports the command line, which nothing below it may)
+    if "--project-dir" not in command:
+        line += ["--project-dir", str(config.root.resolve())]
+    return [*line, *command]
 
 
 def _local_python_path(config: ProjectConfig) -> str:
