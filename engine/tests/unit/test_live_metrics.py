@@ -43,18 +43,17 @@ def test_a_followed_table_reports_its_lag_rows_and_last_success_and_a_failed_one
     assert ("lakehouse_table_last_success_timestamp_seconds", follow_b) not in values
     # Each cycle read a up to the head as of the cycle's start: its lag is that cycle's age.
     assert 0.0 <= values[("lakehouse_table_lag_seconds", (("table", "a"),))] < 5.0
-    assert ("lakehouse_table_lag_seconds", (("table", "b"),)) not in values
     assert values[("lakehouse_follow_rows_total", (("table", "a"), ("kind", "binlog")))] == 3.0
     assert "# TYPE lakehouse_follow_rows_total counter" in textfile.read_text()
 
 
-def test_lag_counts_from_the_last_cycle_that_reached_the_head_and_is_unknown_before():
-    metrics = LiveMetrics(path=None, every_s=0.0)  # type: ignore[arg-type]  (samples only)
+def test_lag_counts_from_the_last_cycle_that_reached_the_head_and_before_that_from_the_start():
+    metrics = LiveMetrics(path=None, every_s=0.0, started_at=90.0)  # type: ignore[arg-type]  (samples only)
     metrics.cycle(100.0, [TableResult("a", binlog_rows=5), TableResult("b", binlog_rows=2)], caught_up=["a"])
     metrics.cycle(130.0, [TableResult("b", binlog_rows=1)], caught_up=[])  # b still behind
     samples = {(s.name, s.labels): s.value for s in metrics.samples({"a": True, "b": True}, now=160.0)}
     assert samples[("lakehouse_table_lag_seconds", (("table", "a"),))] == 60.0  # last at the head at 100
-    assert ("lakehouse_table_lag_seconds", (("table", "b"),)) not in samples  # never there: unknown
+    assert samples[("lakehouse_table_lag_seconds", (("table", "b"),))] == 70.0  # behind since the start, at least
     assert samples[("lakehouse_follow_rows_total", (("table", "b"), ("kind", "binlog")))] == 3.0
     assert samples[("lakehouse_table_last_success_timestamp_seconds",
                     (("command", "follow"), ("table", "b")))] == 130.0
@@ -89,3 +88,22 @@ def test_follow_refreshes_the_projects_textfile_only_when_the_project_keeps_one(
     assert live is not None
     live.publish({"a": True})
     assert (tmp_path / "target" / "lakehouse.prom").exists()
+
+
+def test_a_failed_cycle_does_not_count_as_a_success_even_at_the_head():
+    metrics = LiveMetrics(path=None, every_s=0.0, started_at=0.0)  # type: ignore[arg-type]
+    metrics.cycle(10.0, [TableResult("a", status="error")], caught_up=["a"])
+    samples = {(s.name, s.labels) for s in metrics.samples({"a": False}, now=20.0)}
+    assert ("lakehouse_table_last_success_timestamp_seconds", (("command", "follow"), ("table", "a"))) not in samples
+
+
+def test_a_copied_snapshot_only_table_is_up_not_down(tmp_path):
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.copied = {"b"}
+    textfile = tmp_path / "lakehouse.prom"
+    Follower(pipeline, specs("a", "b"), source, threading.Event(), FollowOptions(interval_s=0.0, max_cycles=3),
+             metrics=LiveMetrics(textfile, every_s=0.0)).run()
+    values = _values(textfile)
+    assert values[("lakehouse_table_up", (("command", "follow"), ("table", "b")))] == 1.0
+

@@ -100,3 +100,38 @@ def test_what_is_not_known_without_spark_is_left_to_spark(tmp_path):
         log.write(json.dumps({"checkpointMetadata": {"version": 1}}) + "\n")
     assert plan_local(str(root), OPTIONS) is None
     assert not local_table_absent(str(root))
+
+
+def test_an_old_unused_file_in_a_partition_folder_needs_a_vacuum_even_for_a_leading_underscore(tmp_path):
+    root = tmp_path
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    (root / "_p=1").mkdir()
+    (root / "_p=1" / "a.parquet").write_bytes(b"x")
+    actions = [{"protocol": {"minReaderVersion": 1}}, {"metaData": {"id": "t", "partitionColumns": ["_p"]}},
+               {"add": {"path": "_p=1/a.parquet", "partitionValues": {"_p": "1"}, "size": 1,
+                        "modificationTime": 0, "dataChange": True}}]
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    assert plan_local(str(root), OPTIONS).vacuum is False
+    (root / "_p=1" / "orphan.parquet").write_bytes(b"x")
+    _age(root / "_p=1" / "orphan.parquet")
+    assert plan_local(str(root), OPTIONS).vacuum is True
+
+
+def test_maintain_starts_spark_once_and_a_failed_start_is_raised_again_without_a_second_try():
+    from lakehouse_engine.errors import ConfigError
+    from lakehouse_engine.run.commands.maintain import _Once
+
+    starts = []
+
+    def start():
+        starts.append(1)
+        raise ConfigError("Java 17 is needed by Spark and was not found")
+
+    once = _Once(start)
+    for _ in range(3):
+        try:
+            once()
+        except ConfigError:
+            pass
+    assert len(starts) == 1 and isinstance(once.error, ConfigError)

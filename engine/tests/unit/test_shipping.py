@@ -22,15 +22,13 @@ ModuleNotFoundError: No module named 'pymysql'
 """
 
 
-def test_the_executors_python_is_the_projects_setting_then_the_environment_then_the_default(monkeypatch):
-    monkeypatch.setenv("PYSPARK_PYTHON", "/env/python")
+def test_the_executors_python_is_the_projects_setting_then_the_environment_then_the_default():
     conf = {"spark.pyspark.python": "/opt/conda/bin/python"}
-    assert shipping.executor_python(conf, "spark://master:7077") == "/opt/conda/bin/python"
-    assert shipping.executor_python({}, "spark://master:7077") == "/env/python"
-    monkeypatch.delenv("PYSPARK_PYTHON")
-    assert shipping.executor_python({}, "local[2]") == sys.executable  # beside the driver: its venv
-    assert shipping.executor_python({}, "spark://master:7077") is None  # never the driver's venv path
-    assert shipping.executor_python({}, "local-cluster[2,1,1024]") is None
+    assert shipping.executor_python(conf, "spark://master:7077", "/env/python") == "/opt/conda/bin/python"
+    assert shipping.executor_python({}, "spark://master:7077", "/env/python") == "/env/python"
+    assert shipping.executor_python({}, "local[2]", None) == sys.executable  # beside the driver: its venv
+    assert shipping.executor_python({}, "spark://master:7077", None) is None  # never the driver's venv path
+    assert shipping.executor_python({}, "local-cluster[2,1,1024]", None) is None
 
 
 def test_only_a_local_master_runs_executors_in_the_drivers_process():
@@ -64,3 +62,8 @@ def test_an_executor_python_that_does_not_start_names_the_setting():
     error = task_error(Exception(text), "orders")
     assert type(error) is errors.ConfigError
     assert "cannot run '/home/me/project/.venv/bin/python': set spark.pyspark.python" in str(error)
+
+
+def test_a_python_that_could_not_be_forked_for_lack_of_memory_stays_a_retriable_read_error():
+    text = 'java.io.IOException: Cannot run program "/usr/bin/python3": error=12, Cannot allocate memory'
+    assert type(task_error(Exception(text), "orders")) is errors.SourceUnavailableError

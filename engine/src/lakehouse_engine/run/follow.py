@@ -329,7 +329,8 @@ class Follower:
     def _publish_metrics(self) -> None:
         if self._metrics is not None:
             active = {s.name for s in self._active}
-            self._metrics.publish({name: name in active and result.status == RunStatus.SUCCESS
+            # A snapshot-only table, copied, is done, not down.
+            self._metrics.publish({name: (name in active or result.copied) and result.status == RunStatus.SUCCESS
                                    for name, result in self._results.items()})
 
     def _holding_idle(self) -> frozenset[str]:

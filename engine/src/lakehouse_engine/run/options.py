@@ -136,10 +136,13 @@ class SubmitLineOptions:
     """``submit-line``: the command (and its options) spark-submit is to run."""
 
     command: tuple[str, ...]
+    target: str | None = None  # passed on: the submitted run reads the same output
+    profiles_dir: Path | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SubmitLineOptions:
-        return cls(tuple(args.submitted))
+        profiles = args.profiles_dir.resolve() if args.profiles_dir is not None else None
+        return cls(tuple(args.submitted), args.target, profiles)
 
 
 @dataclass(frozen=True)

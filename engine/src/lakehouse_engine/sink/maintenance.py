@@ -107,7 +107,8 @@ def plan_local(path: str, options: MaintenanceOptions, now: float | None = None)
     vacuum = False
     if options.vacuum:
         used = _live_paths(root, live)
-        vacuum = any(path not in used for path in _files_older_than(root, cutoff))
+        partitions = tuple(f"{c}=" for c in state.metadata.get("partitionColumns") or ())
+        vacuum = any(path not in used for path in _files_older_than(root, cutoff, partitions))
     return LayerPlan(len(live), compact, vacuum)
 
 
@@ -138,20 +139,26 @@ def _live_paths(root: Path, live: list[dict[str, Any]]) -> set[Path]:
     return paths
 
 
-def _files_older_than(root: Path, cutoff: float) -> Iterator[Path]:
+def _files_older_than(root: Path, cutoff: float, partitions: tuple[str, ...]) -> Iterator[Path]:
     """The files in a table's folder last modified before ``cutoff``, outside the folders and
     files Delta's VACUUM treats as hidden (a name starting with ``_`` or ``.``, except the change
-    data and index folders): those it never deletes."""
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not _hidden(d)]
+    data and index folders and a partition folder, ``<column>=``): those it never deletes. A
+    folder linked in is followed, as Hadoop's file system lists it."""
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        dirs[:] = [d for d in dirs if not _hidden(d, partitions)]
         for name in files:
             path = Path(folder) / name
-            if not _hidden(name) and path.stat().st_mtime < cutoff:
+            try:
+                old = path.stat().st_mtime < cutoff
+            except FileNotFoundError:  # deleted since the listing (a VACUUM elsewhere)
+                continue
+            if old and not _hidden(name, partitions):
                 yield path
 
 
-def _hidden(name: str) -> bool:
-    return name.startswith((".", "_")) and not name.startswith(("_change_data", "_delta_index"))
+def _hidden(name: str, partitions: tuple[str, ...]) -> bool:
+    return (name.startswith((".", "_")) and not name.startswith(("_change_data", "_delta_index"))
+            and not (partitions and name.startswith(partitions)))
 
 
 def active_files(spark: SparkSession, path: str) -> int:

@@ -7,10 +7,11 @@ the driver's interpreter and its ``PYTHONPATH`` are handed to them. On a cluster
 
 * the engine ships itself: its package is zipped once per version and content
   (``~/.cache/lakehouse-ingest/``) and added to the session (``addPyFile``), so an executor's
-  Python needs only the engine's third-party requirements (``pymysql``, ``pyarrow``, ``numpy``);
+  Python needs only the engine's third-party requirements;
 * the executors' Python is ``spark.pyspark.python`` from the project's ``spark.conf`` (Spark's
   own precedence: it wins over ``PYSPARK_PYTHON``), else ``PYSPARK_PYTHON``, else on a cluster
-  Spark's default (``python3`` on the workers), never the driver's venv path;
+  Spark's default (``python3`` on the workers), never the driver's venv path; it needs the
+  engine's requirements (``pip install lakehouse-engine`` installs them);
 * a task whose Python cannot import what it needs fails the run with one line naming the module
   and the fix (:func:`missing_module_error`), not as a retriable read error.
 """
@@ -21,6 +22,7 @@ import hashlib
 import os
 import re
 import sys
+import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 PYTHON_SETTING = "spark.pyspark.python"
 _MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
-_NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"')
+_NO_PYTHON = re.compile(r'Cannot run program "([^"]+)"[^\n]*error=(?:2|13),')  # missing, not executable
 
 
 def is_local_master(master: str) -> bool:
@@ -42,9 +44,10 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
-def executor_python(conf: Mapping[str, str], master: str) -> str | None:
-    """The Python the executors' workers run (None: Spark's default, ``python3`` on the workers)."""
-    chosen = conf.get(PYTHON_SETTING) or os.environ.get("PYSPARK_PYTHON")
+def executor_python(conf: Mapping[str, str], master: str, environment: str | None) -> str | None:
+    """The Python the executors' workers run (None: Spark's default, ``python3`` on the workers);
+    ``environment``: the user's ``PYSPARK_PYTHON``."""
+    chosen = conf.get(PYTHON_SETTING) or environment
     if chosen:
         return chosen
     return sys.executable if is_local_master(master) else None
@@ -60,16 +63,33 @@ def engine_archive(cache: Path | None = None) -> Path:
     for path in sources:
         stat = path.stat()
         digest.update(f"{path.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    folder = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakehouse-ingest"
-    archive = folder / f"lakehouse_engine-{__version__}-{digest.hexdigest()[:12]}.zip"
-    if not archive.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = archive.with_name(f".{archive.name}.{os.getpid()}")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zipped:
-            for path in sources:
-                zipped.write(path, Path("lakehouse_engine") / path.relative_to(package))
-        partial.replace(archive)  # a concurrent run making the same archive writes the same bytes
-    return archive
+    name = f"lakehouse_engine-{__version__}-{digest.hexdigest()[:12]}.zip"
+    folders = [cache] if cache else [_cache_folder(), Path(tempfile.gettempdir()) / "lakehouse-ingest"]
+    for folder in folders:
+        archive = folder / name
+        if archive.exists():
+            return archive
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle, partial = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+            with os.fdopen(handle, "wb") as file, zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as zipped:
+                for path in sources:
+                    zipped.write(path, Path("lakehouse_engine") / path.relative_to(package))
+            os.chmod(partial, 0o644)
+            os.replace(partial, archive)  # another run making the same archive wrote the same bytes
+            return archive
+        except OSError:  # a cache folder this user cannot write: the next one
+            continue
+    raise ConfigError(f"the engine's archive for the executors could not be written to {folders[-1]}: "
+                      "set XDG_CACHE_HOME to a writable folder")
+
+
+def _cache_folder() -> Path:
+    home = os.environ.get("XDG_CACHE_HOME")
+    try:
+        return (Path(home) if home else Path.home() / ".cache") / "lakehouse-ingest"
+    except RuntimeError:  # no home directory to be found
+        return Path(tempfile.gettempdir()) / "lakehouse-ingest"
 
 
 def ship_engine(spark: SparkSession) -> Path:

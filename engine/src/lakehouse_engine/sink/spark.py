@@ -78,14 +78,16 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    local = shipping.is_local_master(config.spark.master)
-    python = shipping.executor_python(config.spark.conf, config.spark.master)
-    if python is not None:  # pyspark hands the executors PYSPARK_PYTHON, read at the context's start
-        os.environ["PYSPARK_PYTHON"] = python
-    else:
-        os.environ.pop("PYSPARK_PYTHON", None)
-
     submitted = under_spark_submit()
+    master = _submitted_master(config) if submitted else config.spark.master
+    local = shipping.is_local_master(master)
+    if not (submitted and "PYSPARK_PYTHON" in os.environ):  # spark-submit set it from its --conf
+        python = shipping.executor_python(config.spark.conf, master, _USERS_PYSPARK_PYTHON)
+        if python is not None:  # pyspark hands the executors PYSPARK_PYTHON, read at the context's start
+            os.environ["PYSPARK_PYTHON"] = python
+        else:
+            os.environ.pop("PYSPARK_PYTHON", None)
+
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's --master (or its default) stands
         builder = builder.master(config.spark.master)
@@ -105,7 +107,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     if local:  # workers beside the driver share its venv; a cluster gets the engine shipped
         builder = builder.config("spark.executorEnv.PYTHONPATH", _local_python_path(config))
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
-    if config.spark.master.startswith("local") and not submitted:
+    if master.startswith("local") and not submitted:
         java_options = f"{local_jvm_options(config.spark.conf, long_running)} {java_options}"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
@@ -137,6 +139,17 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     return spark
 
 
+# The user's own PYSPARK_PYTHON, before a session of this process set one for its executors.
+_USERS_PYSPARK_PYTHON = os.environ.get("PYSPARK_PYTHON")
+
+
+def _submitted_master(config: ProjectConfig) -> str:
+    """The master spark-submit runs this driver on (its --master, or its default)."""
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master", config.spark.master) or config.spark.master
+
+
 def under_spark_submit() -> bool:
     """Whether spark-submit started this driver: its JVM is already running (pyspark then reaches
     it through the gateway port spark-submit hands over), so the jars and JVM options of the
@@ -159,10 +172,14 @@ def _check_submitted_jars(spark: SparkSession) -> None:
 
 def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
     """The spark-submit command line that runs ``lakehouse <command>`` for this project."""
-    jars = _jar_settings(config).conf if config.spark.jars_dir else {}
-    packages = ",".join(p for p in (delta_artifact(), config.spark.conf.get("spark.jars.packages")) if p)
+    theirs = config.spark.conf
+    jars = [_jar_settings(config).conf["spark.jars"]] if config.spark.jars_dir else []
+    packages = [] if config.spark.jars_dir else [delta_artifact()]
+    jars += [theirs["spark.jars"]] if theirs.get("spark.jars") else []
+    packages += [theirs["spark.jars.packages"]] if theirs.get("spark.jars.packages") else []
     line = ["spark-submit", "--master", config.spark.master]
-    line += ["--jars", jars["spark.jars"]] if jars else ["--packages", packages]
+    line += ["--jars", ",".join(jars)] if jars else []
+    line += ["--packages", ",".join(packages)] if packages else []
     # The driver runs in this Python (it has the engine and the project's requirements); local
     # executors too, while a cluster's are the project's spark.pyspark.python or Spark's default.
     pythons = {"spark.pyspark.driver.python": sys.executable}
@@ -170,7 +187,7 @@ def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
         pythons["spark.pyspark.python"] = sys.executable
     conf = {"spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
             "spark.sql.session.timeZone": "UTC", **pythons,
-            **{k: v for k, v in config.spark.conf.items() if k != "spark.jars.packages"}}
+            **{k: v for k, v in theirs.items() if k not in ("spark.jars", "spark.jars.packages")}}
     for key, value in conf.items():
         line += ["--conf", f"{key}={value}"]
     line.append(str(Path(__file__).resolve().parent.parent / "submit.py"))  # the application (no import:

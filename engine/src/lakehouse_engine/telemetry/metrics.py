@@ -10,6 +10,7 @@ not in this run keep their samples from the previous file, so one file serves ev
 
 from __future__ import annotations
 
+import fcntl
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -92,9 +93,14 @@ def lag_samples(tables: Iterable[Mapping[str, Any]]) -> list[Sample]:
 def update_textfile(path: Path, fresh: Iterable[Sample]) -> None:
     """Merge ``fresh`` into the textfile at ``path`` (a fresh sample replaces the one with the
     same name and labels) and replace the file in one step."""
-    merged = {(s.name, s.labels): s for s in _read(path)}
-    merged.update({(s.name, s.labels): s for s in fresh})
-    write_atomically(path, render(merged.values()))  # 0644: node_exporter runs as another user
+    # Under a lock: a running follow rewrites the file every 15 s, and a dq or ingest writing
+    # between its read and its rename would lose its samples.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = {(s.name, s.labels): s for s in _read(path)}
+        merged.update({(s.name, s.labels): s for s in fresh})
+        write_atomically(path, render(merged.values()))  # 0644: node_exporter runs as another user
 
 
 def render(samples: Iterable[Sample]) -> str:

@@ -30,21 +30,33 @@ def run(ctx: CommandContext, options: MaintainOptions) -> int:
     settings = maintenance.MaintenanceOptions(vacuum=options.vacuum, retain_hours=options.retain_hours)
     specs = ctx.specs(options.selection)
     lake.check_writable(ctx.config.lake_root)
-    start_spark = _once(lambda: lake_spark(ctx.config))
-    return finish_tables(ctx, each_table(ctx.config, specs,
-                                         lambda spec, result: _maintain(start_spark, ctx.config, spec, result,
-                                                                        settings)))
+    start_spark = _Once(lambda: lake_spark(ctx.config))
+    results = each_table(ctx.config, specs,
+                         lambda spec, result: _maintain(start_spark, ctx.config, spec, result, settings))
+    if start_spark.error is not None:  # Spark did not start: the run's failure, not a table's
+        raise start_spark.error
+    return finish_tables(ctx, results)
 
 
-def _once(start: Callable[[], SparkSession]) -> Callable[[], SparkSession]:
-    """``start`` on the first call; the same session on every later one."""
-    started: list[SparkSession] = []
+class _Once:
+    """Starts Spark at the first call, and returns the same session at every later one; a
+    failed start is raised again at once (no second start for the next table)."""
 
-    def get() -> SparkSession:
-        if not started:
-            started.append(start())
-        return started[0]
-    return get
+    def __init__(self, start: Callable[[], SparkSession]):
+        self._start = start
+        self._session: SparkSession | None = None
+        self.error: Exception | None = None
+
+    def __call__(self) -> SparkSession:
+        if self.error is not None:
+            raise self.error
+        if self._session is None:
+            try:
+                self._session = self._start()
+            except Exception as exc:
+                self.error = exc
+                raise
+        return self._session
 
 
 def _maintain(start_spark: Callable[[], SparkSession], config: ProjectConfig, spec: TableSpec,

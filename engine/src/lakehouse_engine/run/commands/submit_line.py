@@ -14,5 +14,7 @@ from ..options import SubmitLineOptions
 def run(ctx: CommandContext, options: SubmitLineOptions) -> int:
     from ...sink.spark import submit_line
 
-    print(shlex.join(submit_line(ctx.config, options.command)))
+    passed = [*(["--target", options.target] if options.target else []),
+              *(["--profiles-dir", str(options.profiles_dir)] if options.profiles_dir else [])]
+    print(shlex.join(submit_line(ctx.config, [*passed, *options.command])))
     return 0
