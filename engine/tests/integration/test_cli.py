@@ -64,6 +64,16 @@ def cli(config, *args: str, lake_root: str | None = None, prefix: tuple[str, ...
                           timeout=600, env=env)
 
 
+def cli_without_java(config, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """The CLI with no Java to be found: had the run started a JVM, Spark's start would fail it.
+    Returns the run and its environment."""
+    command, env = cli_command(config, *args)
+    no_java = tmp_path / "bin"
+    no_java.mkdir(exist_ok=True)
+    env = {**{k: v for k, v in env.items() if k != "JAVA_HOME"}, "PATH": str(no_java)}
+    return subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env), env
+
+
 def project_dir(config) -> Path:
     return config.target_dir / "project"
 
@@ -122,12 +132,7 @@ def test_ingest_and_dq_commands_record_their_results(spark, config):
 def test_an_ingest_with_nothing_new_answers_without_spark_and_one_with_a_change_reads_it(config, mariadb, tmp_path):
     done = cli(config, "ingest", "--select", "customers")
     assert done.returncode == 0, done.stderr[-3000:]
-    # No Java to be found: had the run started a JVM, Spark's start would fail it.
-    command, env = cli_command(config, "ingest", "--select", "customers")
-    no_java = tmp_path / "bin"
-    no_java.mkdir()
-    env = {**{k: v for k, v in env.items() if k != "JAVA_HOME"}, "PATH": str(no_java)}
-    idle = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    idle, env = cli_without_java(config, tmp_path, "ingest", "--select", "customers")
     assert idle.returncode == 0, idle.stderr[-3000:]
     assert "customers                ok     snapshot rows        0  binlog rows       0" in idle.stdout
     assert run_results(config)["status"] == "success"

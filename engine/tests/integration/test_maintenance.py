@@ -4,7 +4,6 @@ applied batches), and skips a table an ingest is running on."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from lakehouse_engine.sink import bronze, silver
 from lakehouse_engine.sink.maintenance import active_files
 
 from .helpers import demo_specs, run_source_sql, silver_rows, source_rows
-from .test_cli import PROJECT_ROOT, cli, cli_command, error_lines, project_dir, run_results
+from .test_cli import cli, cli_without_java, error_lines, project_dir, run_results
 
 pytestmark = pytest.mark.integration
 
@@ -73,12 +72,7 @@ def test_a_second_maintain_finds_nothing_to_do_without_spark_and_vacuums_only_an
     first = cli(config, "maintain", "--select", "products")
     assert first.returncode == 0, first.stderr[-3000:]
 
-    # No Java to be found: had the run started a JVM, Spark's start would fail it.
-    command, env = cli_command(config, "maintain", "--select", "products")
-    no_java = tmp_path / "bin"
-    no_java.mkdir()
-    env = {**{k: v for k, v in env.items() if k != "JAVA_HOME"}, "PATH": str(no_java)}
-    idle = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    idle, _ = cli_without_java(config, tmp_path, "maintain", "--select", "products")
     assert idle.returncode == 0, idle.stderr[-3000:]
     for layer in ("bronze", "silver"):
         assert f"{layer:<7} files      1 -> 1" in idle.stdout and "nothing to do" in idle.stdout, idle.stdout

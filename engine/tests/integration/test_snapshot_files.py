@@ -107,7 +107,8 @@ def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spar
     specs = [s for s in demo_specs() if s.name == "orders"]
     Pipeline(config, spark, "run-1").ingest(specs)
     assert_silver_equals_exact_source(spark, config, "orders")
-    for staging in (config.target_dir / "staging", lake.staging_folder(config.lake_root, config.target_dir)):
+    lake_staging = lake.staging_folder(config.lake_root, config.target_dir, "local[2]")
+    for staging in (config.target_dir / "staging", lake_staging):
         assert not any(staging.rglob("*.parquet")), "staged files must be removed after the commit"
 
 
@@ -168,5 +169,5 @@ def test_snapshot_tasks_stage_their_files_in_the_lake_not_in_the_drivers_project
     (result,) = Pipeline(config, spark, "run-1").ingest(specs)
     assert result.status == "success" and result.snapshot_rows > 0
     assert_silver_equals_exact_source(spark, config, "orders")
-    staging = lake.staging_folder(config.lake_root, config.target_dir)
+    staging = lake.staging_folder(config.lake_root, config.target_dir, "local[2]")
     assert staging.parent == Path(config.lake_root) and not any(staging.rglob("*.parquet"))

@@ -173,7 +173,8 @@ def test_a_table_whose_resume_position_stays_put_stops_being_held():
     assert pipeline.held[-1] == frozenset()
 
 
-def test_a_failed_table_is_dropped_and_the_others_are_followed():
+def table_b_failing_while_the_binlog_moves() -> tuple[FakeSource, FakePipeline]:
+    """Table b fails at its first cycle; the binlog moves during every ingest."""
     source = FakeSource()
     pipeline = FakePipeline(source)
     pipeline.fail["b"] = FatalError("table b: schema change", table="b")
@@ -182,6 +183,11 @@ def test_a_failed_table_is_dropped_and_the_others_are_followed():
         source.head = at(source.head.offset + 10)
 
     pipeline.on_ingest = keep_moving
+    return source, pipeline
+
+
+def test_a_failed_table_is_dropped_and_the_others_are_followed():
+    source, pipeline = table_b_failing_while_the_binlog_moves()
     outcome = follow(pipeline, source, max_cycles=3)
     assert pipeline.calls == [["a", "b"], ["a"], ["a"]]
     assert [(r.table, r.status) for r in outcome.failed] == [("b", "error")]

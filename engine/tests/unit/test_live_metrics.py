@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 import time
 
-from lakehouse_engine.errors import FatalError
 from lakehouse_engine.run.follow import Follower, FollowOptions
 from lakehouse_engine.run.livemetrics import LiveMetrics
 from lakehouse_engine.run.results import TableResult
 from lakehouse_engine.telemetry.metrics import _read
 
-from .test_follow import FakePipeline, FakeSource, at, specs
+from .test_follow import FakePipeline, FakeSource, specs, table_b_failing_while_the_binlog_moves
 
 
 def _values(path) -> dict[tuple[str, tuple], float]:
@@ -20,14 +19,7 @@ def _values(path) -> dict[tuple[str, tuple], float]:
 
 
 def test_a_followed_table_reports_its_lag_rows_and_last_success_and_a_failed_one_is_down(tmp_path):
-    source = FakeSource()
-    pipeline = FakePipeline(source)
-    pipeline.fail["b"] = FatalError("table b: schema change", table="b")
-
-    def keep_moving() -> None:
-        source.head = at(source.head.offset + 10)
-
-    pipeline.on_ingest = keep_moving
+    source, pipeline = table_b_failing_while_the_binlog_moves()
     textfile = tmp_path / "lakehouse.prom"
     textfile.write_text('lakehouse_table_up{command="dq",table="a"} 1\n')  # another command's sample stays
     before = time.time()

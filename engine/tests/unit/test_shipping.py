@@ -6,9 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 from lakehouse_engine import errors
-from lakehouse_engine.sink import shipping
+from lakehouse_engine.sink import paths, shipping
 from lakehouse_engine.snapshot.reader import task_error
 
 MISSING = """org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 4 times
@@ -67,3 +68,15 @@ def test_an_executor_python_that_does_not_start_names_the_setting():
 def test_a_python_that_could_not_be_forked_for_lack_of_memory_stays_a_retriable_read_error():
     text = 'java.io.IOException: Cannot run program "/usr/bin/python3": error=12, Cannot allocate memory'
     assert type(task_error(Exception(text), "orders")) is errors.SourceUnavailableError
+
+
+def test_snapshot_files_stage_in_a_local_lake_and_an_object_store_snapshot_on_a_cluster_is_one_line(tmp_path):
+    target = tmp_path / "target"
+    assert paths.staging_folder("/data/lake", target, "spark://m:7077") == Path("/data/lake/_staging")
+    assert paths.staging_folder("s3a://bucket/lake", target, "local[*]") == target / "staging"
+    try:
+        paths.staging_folder("s3a://bucket/lake", target, "spark://m:7077")
+    except errors.ConfigError as error:
+        assert "\n" not in str(error) and "spark.master local[*]" in str(error)
+    else:
+        raise AssertionError("a cluster's tasks would stage on the driver's disk")

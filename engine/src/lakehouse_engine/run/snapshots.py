@@ -201,7 +201,8 @@ class SnapshotRunner:
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=chunks,
                 bronze_path=path, checkpoint=attempt,
-                staging=lake.staging_folder(self.config.lake_root, self.config.target_dir),
+                staging=lake.staging_folder(self.config.lake_root, self.config.target_dir,
+                                            self.spark.sparkContext.master or ""),
                 # A silver transform is Spark code, and history has columns of its own: silver
                 # then takes the rows by MERGE only.
                 silver_path=(self.config.table_path(Layer.SILVER, spec.name)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .shipping import is_local_master
 from .spark import jvm_view
 
 if TYPE_CHECKING:
@@ -29,13 +30,20 @@ def local_folder(lake_root: str) -> Path | None:
 STAGING = "_staging"  # hidden from Delta (a leading underscore), as _delta_log is
 
 
-def staging_folder(lake_root: str, target_dir: Path) -> Path:
+def staging_folder(lake_root: str, target_dir: Path, master: str) -> Path:
     """Where snapshot tasks write a chunk's files before the driver commits them: inside a local
     lake (``<lake_root>/_staging``), which executors on other hosts see where the lake is shared
     (NFS...) and which the driver then moves them from by a rename on the same file system. Other
-    lakes stage in the project's ``target/staging``, which only executors on the driver's host see."""
+    lakes stage in the project's ``target/staging``, which only executors in the driver's process
+    see: on any other ``master`` that is refused with one line rather than failing in the tasks."""
     folder = local_folder(lake_root)
-    return folder / STAGING if folder is not None else target_dir / "staging"
+    if folder is not None:
+        return folder / STAGING
+    if not is_local_master(master):
+        raise ConfigError(f"a snapshot into {lake_root} on the Spark master {master} is not supported yet: its "
+                          "tasks would stage files on the driver's disk, which executors do not see; take the "
+                          "snapshot with spark.master local[*] (catch-up, dq and maintain run on the cluster)")
+    return target_dir / "staging"
 
 
 def check_writable(lake_root: str) -> None:
