@@ -11,6 +11,7 @@ repairable) and the fix, whether Python or Spark raised them.
 from __future__ import annotations
 
 import errno
+import os
 import re
 import sys
 import threading
@@ -48,6 +49,13 @@ _PARQUET = re.compile(r"((?:[a-z0-9]+:)?/[^\s'\"`,;]*?\.parquet)")
 _LAYER_TABLE = re.compile(r"/(bronze|silver)/([^/]+)/")
 _NOT_WRITABLE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM}
 _NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+# Where a dead JVM is explained: Spark's local driver runs the tasks too, and a task that runs
+# out of heap makes Spark exit the whole JVM; later calls then find py4j's socket refused.
+JVM_GONE = ("Spark's JVM stopped ({}); its last lines are in spark.log in the target folder (an "
+            "OutOfMemoryError there: raise spark.driver.memory under spark.conf in lakehouse_project.yml, "
+            "e.g. 4g), then run again; it resumes from the last commit")
+_PY4J_DIR = f"{os.sep}py4j{os.sep}"
 
 _interrupted = threading.Event()
 
@@ -94,15 +102,25 @@ def spark_failure(exc: BaseException) -> SparkFailure | None:
     from pyspark.errors import PySparkException
 
     if isinstance(exc, Py4JJavaError):
-        causes = _java_causes(exc.java_exception) or (_first_line(exc.errmsg),)
-        return SparkFailure(_call(exc.errmsg), causes)
+        causes = _java_causes(exc.java_exception)  # empty: the JVM went away while we asked
+        return SparkFailure(_call(exc.errmsg), causes or (JVM_GONE.format("it stopped answering"),))
     if isinstance(exc, PySparkException):
         origin = getattr(exc, "_origin", None)  # the Java exception pyspark re-raised, if any
         causes = _java_causes(origin) if origin is not None else ()
         return SparkFailure("", causes or (_short_class(first_line(exc)),))
     if isinstance(exc, Py4JError):  # the gateway itself: the JVM died or the connection broke
-        return SparkFailure(_call(first_line(exc)), (f"Spark's JVM is gone ({first_line(exc)})",))
+        return SparkFailure(_call(first_line(exc)), (JVM_GONE.format(first_line(exc)),))
+    if isinstance(exc, OSError) and _raised_in_py4j(exc):  # py4j's socket to a JVM that is gone
+        return SparkFailure("", (JVM_GONE.format(f"{type(exc).__name__}: {exc.strerror or exc}"),))
     return None
+
+
+def _raised_in_py4j(exc: BaseException) -> bool:
+    """Whether the innermost frame of the exception's traceback is py4j's (its gateway client)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and _PY4J_DIR in tb.tb_frame.f_code.co_filename
 
 
 def operation(exc: BaseException) -> str:
@@ -128,9 +146,9 @@ def translate(exc: BaseException, *, command: str, lake_root: str | None) -> Ing
     source = driver_error(exc, command)
     if source is not None:
         return source
-    if isinstance(exc, OSError):
+    failure = spark_failure(exc)  # first: py4j's own socket errors are OSErrors too
+    if failure is None and isinstance(exc, OSError):
         return os_error(exc, command, operation(exc) or command)
-    failure = spark_failure(exc)
     if failure is None:
         return None
     where = operation(exc)

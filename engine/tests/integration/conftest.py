@@ -49,11 +49,32 @@ def base_config(tmp_path_factory: pytest.TempPathFactory, mariadb: embedded.Embe
     )
 
 
+# One JVM serves every test's tables (hundreds of Delta tables, their cached logs) where a run
+# serves one project's: Spark's default 1g heap ran out once, late in a full run, on the 8 MiB
+# blob test (which passes alone at 1g); the local JVM then exits and every later test fails.
+TEST_DRIVER_MEMORY = "2g"
+
+
 @pytest.fixture(scope="session")
 def spark(base_config: ProjectConfig):
-    session = get_spark(base_config, app_name="tests")
+    conf = {"spark.driver.memory": TEST_DRIVER_MEMORY, **base_config.spark.conf}
+    session = get_spark(replace(base_config, spark=replace(base_config.spark, conf=conf)), app_name="tests")
     yield session
     session.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """When Spark's JVM died during the session, show why: its log is in a temporary folder
+    that CI does not keep."""
+    base = Path(terminalreporter.config._tmp_path_factory.getbasetemp())
+    logs = sorted({log.resolve() for log in base.glob("lake*/target/spark.log")})  # lakeN, lakecurrent
+    for log in logs:
+        lines = log.read_text(errors="replace").splitlines()
+        fatal = [i for i, line in enumerate(lines) if "OutOfMemoryError" in line or "Uncaught exception" in line]
+        if fatal:
+            terminalreporter.write_sep("-", f"Spark's JVM failed: {log}")
+            for line in lines[max(0, fatal[0] - 5):fatal[0] + 30]:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture

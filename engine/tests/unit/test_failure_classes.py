@@ -162,3 +162,34 @@ def test_a_source_lost_outside_any_table_is_one_retriable_line_not_an_internal_e
     assert len(lines) == 1 and lines[0].startswith(
         "ERROR [retriable]: status: lost the connection to the source (2013 Lost connection to server during "
         "query): run again once the source is back; it resumes from the last commit; details in "), lines
+
+
+def _refused_by_a_gone_jvm() -> OSError:
+    """The error py4j's own client raises once Spark's JVM has exited: its socket is refused."""
+    import socket
+    from types import SimpleNamespace
+
+    from py4j.clientserver import ClientServerConnection, JavaParameters, PythonParameters
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gone = ClientServerConnection(JavaParameters(port=port), PythonParameters(), SimpleNamespace(pool=None), None)
+    with pytest.raises(OSError) as refused:
+        gone.connect_to_java_server()
+    return refused.value
+
+
+def test_spark_s_jvm_gone_is_named_with_spark_log_and_driver_memory_not_read_as_the_source_refusing():
+    # A task out of heap makes Spark's local JVM exit; the tables after it got py4j's
+    # ConnectionRefusedError and read as "Connection refused", like the source refusing.
+    error = as_table_error(_refused_by_a_gone_jvm(), "orders", LAKE)
+    assert str(error).startswith("table orders failed: Spark's JVM stopped (ConnectionRefusedError: ")
+    assert "spark.log" in str(error) and "spark.driver.memory" in str(error)
+    assert "source" not in str(error).split("(")[0]
+    assert error.table == "orders"
+
+
+def test_an_os_error_outside_py4j_stays_a_lake_error():
+    error = as_table_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "orders", LAKE)
+    assert "Spark's JVM" not in str(error)
