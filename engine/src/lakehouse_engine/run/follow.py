@@ -27,6 +27,10 @@ joins the next cycle, which snapshots it while the other tables keep their posit
 binlog reader then carries them all. A table module that fails to load is reported once and the
 loop follows the tables it has.
 
+Waiting: after an idle cycle the loop blocks on the source's binlog stream until the source
+writes (``run.idlewait``), so a change starts the next cycle at once and an idle follow neither
+queries nor spins; after a cycle that read rows the next starts at most every ``interval_s``.
+
 Stopping: :func:`stop_requests` turns SIGTERM and the first Ctrl-C into a request the loop reads
 between cycles, so a cycle always runs to its end; a second Ctrl-C goes to the handler installed
 before (Spark's: interrupt at once, progress up to the last commit is kept).
@@ -52,6 +56,7 @@ from ..source.connection import binlog_sizes, connect, connection_error, current
 from ..state import followstate
 from ..state.positions import BinlogPosition, bytes_behind
 from ..tables import TableSpec
+from .idlewait import IdleWait
 from .pipeline import Pipeline, TablesFailed
 from .results import RunStatus, TableResult
 
@@ -133,11 +138,13 @@ class Follower:
                  stop: threading.Event, options: FollowOptions | None = None,
                  serve: Callable[[Mapping[str, TableSpec]], None] | None = None,
                  discover: Callable[[Collection[str]], Sequence[TableSpec]] | None = None,
-                 publish_to: Path | None = None, metrics: LiveMetrics | None = None):
+                 publish_to: Path | None = None, metrics: LiveMetrics | None = None,
+                 idle_wait: IdleWait | None = None):
         """``serve(known)``: other runs' requests for the tables this run holds (see
         ``run.repairs``). ``discover(known names)``: tables added since, locked for this run.
         ``publish_to``: the target folder where how far the tables are read is published
-        (``followstate``). ``metrics``: the live samples of the project's metrics textfile."""
+        (``followstate``). ``metrics``: the live samples of the project's metrics textfile.
+        ``idle_wait``: how an idle loop waits for a change (none: it polls every interval)."""
         self._pipeline = pipeline
         self._serve = serve
         self._discover = discover
@@ -159,6 +166,8 @@ class Follower:
         self._published_at = float("-inf")
         self._cycle_began_at = time.time()  # wall clock: what followstate publishes
         self._metrics = metrics
+        self._idle_wait = idle_wait or IdleWait(None)
+        self._idle_at: BinlogPosition | None = None  # the head the last cycle found every table at
 
     def run(self) -> FollowOutcome:
         started = time.monotonic()
@@ -173,14 +182,18 @@ class Follower:
                 self._cycle_or_retry()
                 self._publish_read_to()
                 self._publish_metrics()
-                pause = self._options.interval_s - (time.monotonic() - began)
-                if self._options.max_seconds is not None:
-                    pause = min(pause, self._options.max_seconds - (time.monotonic() - started))
+                budget = float("inf") if self._options.max_seconds is None else \
+                    self._options.max_seconds - (time.monotonic() - started)
+                if self._idle_at is not None and self._running(started):
+                    self._idle_wait.wait(self._idle_at, self._stop, self._options.interval_s, budget)
+                    continue
+                pause = min(self._options.interval_s - (time.monotonic() - began), budget)
                 if pause > 0 and self._running(started):
                     self._stop.wait(pause)
             if self._stop.is_set() and self._active:
                 self._save_held_positions()
         finally:
+            self._idle_wait.close()
             self._source.close()
         if not self._active and any(r.status != RunStatus.SUCCESS for r in self._results.values()):
             log.error("follow: every table failed (or is snapshot-only and copied); nothing left to follow")
@@ -242,8 +255,10 @@ class Follower:
 
     def _cycle(self) -> None:
         self._outcome.cycles += 1
+        self._idle_at = None
         head = self._source.position()
         if self._caught_up(head):
+            self._idle_at = head
             self._outcome.idle_cycles += 1
             self._note_cycle(head, [])
             self._heartbeat(head)

@@ -7,7 +7,8 @@ the range's size):
 - offset 0: the run's own binlog reader (catch-up, follow, startup lookups);
 - offsets 1..n: the snapshot tasks of a window-mode batch (one each);
 - half the range away: ``dq``'s reader, so that a check started right after an ingest in
-  another process does not take the ingest's id.
+  another process does not take the ingest's id;
+- one past it: an idle ``follow``'s wait for the binlog to move (``cdc.headwatch``).
 """
 
 from __future__ import annotations
@@ -47,3 +48,6 @@ class ServerIds:
 
     def checks(self, pid: int | None = None) -> int:
         return self.at(self.size // 2, pid)
+
+    def watch(self, pid: int | None = None) -> int:
+        return self.at(self.size // 2 + 1, pid)

@@ -15,6 +15,7 @@ from .common import start_pipeline
 
 if TYPE_CHECKING:
     from ..follow import FollowOutcome
+    from ..idlewait import IdleWait
     from ..livemetrics import LiveMetrics
 
 
@@ -51,7 +52,17 @@ def _follow(ctx: CommandContext, options: FollowOptions) -> FollowOutcome:
         # After Spark's start, whose SIGINT handler becomes the second Ctrl-C's.
         with stop_requests() as stop, file_only(capture.log, capture.READING), closing(pipeline):
             return following.Follower(pipeline, specs, following.SourceLink(ctx.config.source), stop, cycles, serve,
-                                      discover, publish_to=ctx.config.target_dir, metrics=_live_metrics(ctx)).run()
+                                      discover, publish_to=ctx.config.target_dir, metrics=_live_metrics(ctx),
+                                      idle_wait=_idle_wait(ctx)).run()
+
+
+def _idle_wait(ctx: CommandContext) -> IdleWait:
+    """Idle, the loop waits on the binlog stream for the source's next write."""
+    from ...cdc.headwatch import HeadWatch
+    from ...source.serverids import ServerIds
+    from ..idlewait import IdleWait
+
+    return IdleWait(HeadWatch(ctx.config.source, ServerIds.of(ctx.config.server_ids).watch()))
 
 
 def _live_metrics(ctx: CommandContext) -> LiveMetrics | None:

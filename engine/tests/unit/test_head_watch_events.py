@@ -1,0 +1,33 @@
+"""Which binlog events wake an idle follow: only what the source wrote past the waited-for head."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from lakehouse_engine.cdc.headwatch import LOG_EVENT_ARTIFICIAL_F, EventHeader
+
+XID, QUERY, ROTATE, FORMAT, HEARTBEAT, GTID_LIST = 16, 2, 4, 15, 27, 163
+
+
+def packet(kind: int, end: int, flags: int = 0) -> bytes:
+    return b"\x00" + struct.pack("<IBIIIH", 1_700_000_000, kind, 1, 40, end, flags) + b"body"
+
+
+def test_a_header_reads_type_end_position_and_flags_after_the_ok_byte():
+    assert EventHeader.parse(packet(XID, 1234, 0x8)) == EventHeader(XID, 1234, 0x8)
+
+
+@pytest.mark.parametrize(("kind", "end", "flags", "change"), [
+    (XID, 5000, 0, True),  # a commit past the head
+    (QUERY, 5000, 0, True),  # DDL
+    (XID, 4000, 0, False),  # at the head: already read
+    (HEARTBEAT, 9000, 0, False),
+    (GTID_LIST, 9000, LOG_EVENT_ARTIFICIAL_F, False),  # made up for the dump
+    (FORMAT, 0, 0, False),  # the file's format description, resent at the dump's start
+    (ROTATE, 0, LOG_EVENT_ARTIFICIAL_F, False),  # the rotate to the requested file
+    (ROTATE, 4000, 0, True),  # FLUSH LOGS: the head moved to a new file
+])
+def test_only_events_written_past_the_head_are_a_change(kind, end, flags, change):
+    assert EventHeader.parse(packet(kind, end, flags)).is_change(4000) is change
