@@ -42,6 +42,13 @@ class Measurement:
     peak_pss_mb: float
     returncode: int
     output: str  # stdout and stderr, interleaved
+    cpu_at_mark_s: float | None = None  # the tree's CPU seconds at ``mark_s`` into the run
+
+    def cpu_share_after_mark(self, mark_s: float) -> float | None:
+        """The tree's CPU seconds per second after the mark (of one core; 1.0 = a whole core)."""
+        if self.cpu_at_mark_s is None or self.wall_s <= mark_s:
+            return None
+        return (self.cpu_s - self.cpu_at_mark_s) / (self.wall_s - mark_s)
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.output.strip().splitlines()[-lines:])
@@ -94,11 +101,12 @@ def _cpu_of_children() -> float:
 
 
 def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-        timeout_s: float = 7200.0, log: Path | None = None) -> Measurement:
+        timeout_s: float = 7200.0, log: Path | None = None, mark_s: float | None = None) -> Measurement:
     """Run ``command`` to its end and measure its process tree (see the module docstring).
 
     The output goes to ``log`` (or a temporary file), never to a pipe: a pipe nobody drains while
-    we sample would block the command."""
+    we sample would block the command. ``mark_s``: also note the tree's CPU that far into the
+    run (a steady state's cost, e.g. an idle follow's, without its start-up)."""
     log = log or Path(f"/tmp/bench-{os.getpid()}-{time.monotonic_ns()}.log")
     cpu_before = _cpu_of_children()
     started = time.monotonic()
@@ -112,6 +120,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
         tracked = {process.pid}
         own_cpu: dict[int, float] = {}  # pid -> its own CPU seconds when last sampled
         peak_kb = 0
+        cpu_at_mark: float | None = None
         returncode: int | None = None
         deadline = started + timeout_s
         while True:
@@ -128,6 +137,8 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
             for pid in live:
                 if (used := _own_cpu_s(pid)) is not None:
                     own_cpu[pid] = used
+            if mark_s is not None and cpu_at_mark is None and time.monotonic() - started >= mark_s:
+                cpu_at_mark = sum(own_cpu.values())
             returncode = _reap(process.pid, returncode)
             if returncode is not None and not live:
                 break
@@ -140,7 +151,8 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
     process.returncode = returncode
     cpu = max(_cpu_of_children() - cpu_before, sum(own_cpu.values()))
     return Measurement(round(wall, 2), round(cpu, 2), round(peak_kb / 1024, 1),
-                       returncode if returncode is not None else -1, log.read_text(errors="replace"))
+                       returncode if returncode is not None else -1, log.read_text(errors="replace"),
+                       None if cpu_at_mark is None else round(cpu_at_mark, 2))
 
 
 def _reap(main_pid: int, returncode: int | None) -> int | None:

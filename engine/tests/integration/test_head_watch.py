@@ -45,7 +45,8 @@ def test_the_watch_wakes_at_a_write_waits_out_its_deadline_without_one_and_stops
         assert watch.wait_past(head, started + 1.0, never) is False
         assert time.monotonic() - started >= 1.0
         # The same wait again continues the open stream; a write ends it.
-        writer = _write_later(mariadb, config.source.database, "UPDATE products SET price = 3 ORDER BY sku LIMIT 1", 0.3)
+        writer = _write_later(mariadb, config.source.database, "UPDATE products SET price = 3 ORDER BY sku LIMIT 1",
+                              0.3)
         assert watch.wait_past(head, time.monotonic() + 60, never) is True
         writer.join()
         # From a head already passed, the wait ends at once (the dump replays what it missed).
@@ -70,7 +71,8 @@ def test_an_idle_follow_blocks_on_the_stream_and_a_write_starts_its_next_cycle(s
     # the stream an idle cycle is followed by a wait of up to the recheck time, here longer than
     # the run: only the write can start the cycle that reads it.
     writer = _write_later(mariadb, config.source.database, "UPDATE products SET price = 4 ORDER BY sku LIMIT 1", 1.0)
-    outcome = Follower(pipeline, specs, SourceLink(config.source), never, FollowOptions(interval_s=0.0, max_seconds=5.0),
+    outcome = Follower(pipeline, specs, SourceLink(config.source), never,
+                       FollowOptions(interval_s=0.0, max_seconds=5.0),
                        idle_wait=IdleWait(HeadWatch(config.source, SERVER_ID), recheck_s=60.0)).run()
     writer.join()
     assert outcome.rows == 1, outcome  # the write woke it: the change reached silver within the run
@@ -89,6 +91,7 @@ def test_a_stream_that_cannot_be_opened_is_one_warning_and_the_follow_polls_inst
                            FollowOptions(interval_s=0.2, max_seconds=2.0),
                            idle_wait=IdleWait(HeadWatch(wrong, SERVER_ID), retry_s=0.5)).run()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and warnings[0].startswith("follow: waiting on the source's binlog stream failed ("), warnings
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("follow: waiting on the source's binlog stream failed ("), warnings
     assert "polling every 0.2 s instead" in warnings[0]
     assert outcome.cycles >= 4 and outcome.cycles == outcome.idle_cycles  # it went on, polling

@@ -43,6 +43,7 @@ from ..source.statements import Kind, TableName, classify
 from ..source.typemap import binlog_values
 from ..state.positions import BinlogPosition
 from . import charsets, rowimage
+from .headwatch import HeadWatch
 
 PURGED_OR_MISSING = 1236
 # MariaDB GTID event flag: the event group is one statement without COMMIT/XID (DDL).
@@ -185,6 +186,10 @@ class BinlogSource:
         p = self._profile
         return (p.host, p.port, p.user, self._server_id, self._schema, tuple(sorted(self._keys.items())),
                 tuple(sorted(self._parents)), self._read_timeout)
+
+    def head_watch(self, heartbeat_s: float = 1.0) -> HeadWatch:
+        """A wait for the server's next write, on this reader's connection settings and id."""
+        return HeadWatch(self._profile, self._server_id, heartbeat_s)
 
     def transactions(self, start: BinlogPosition,
                      stop: BinlogPosition | None) -> Generator[Transaction, None, None]:

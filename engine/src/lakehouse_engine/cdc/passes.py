@@ -9,6 +9,7 @@ stopped (events after it may be the start of a transaction the server had not sh
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,10 +55,15 @@ class Reached:
 
 
 FILE_START = 4  # the first event of every binlog file, after its magic bytes
-# Each read pass of tail() is a new replication connection: passes start at most this often,
-# and, while they find nothing, ever less often, up to TAIL_IDLE_INTERVAL_S.
+# Each read pass of tail() is a new replication connection: while passes find transactions they
+# start at most this often. A pass that found none is followed by a wait on the binlog stream
+# (``headwatch``) until the server writes, for at most TAIL_IDLE_WAIT_S; where that wait cannot
+# be had, by a pause of TAIL_IDLE_INTERVAL_S, and the stream is tried again after TAIL_RETRY_S.
 TAIL_INTERVAL_S = 0.5
+TAIL_IDLE_WAIT_S = 5.0
 TAIL_IDLE_INTERVAL_S = 1.0
+TAIL_RETRY_S = 60.0
+_NEVER = threading.Event()  # the reader process is stopped by its parent, not by a flag
 
 
 def tail(source: BinlogSource, start: BinlogPosition) -> Iterator[Transaction | Reached]:
@@ -69,7 +75,8 @@ def tail(source: BinlogSource, start: BinlogPosition) -> Iterator[Transaction | 
     A pass that found no transaction but moved to a newer binlog file (a rotation) goes on from
     the start of that file, so an idle stream never rests on a file the server may purge."""
     position = start
-    interval = TAIL_INTERVAL_S
+    watch = source.head_watch()
+    watch_again_at = float("-inf")
     while True:
         began = time.monotonic()
         found = False
@@ -80,6 +87,17 @@ def tail(source: BinlogSource, start: BinlogPosition) -> Iterator[Transaction | 
         reached = source.reached
         if not found and reached is not None and reached.file != position.file and reached > position:
             position = BinlogPosition(reached.file, FILE_START)
-        yield Reached(max(position, reached) if reached is not None else position)
-        interval = TAIL_INTERVAL_S if found else min(2 * interval, TAIL_IDLE_INTERVAL_S)
-        time.sleep(max(0.0, interval - (time.monotonic() - began)))
+        shown = max(position, reached) if reached is not None else position
+        yield Reached(shown)
+        if found:
+            time.sleep(max(0.0, TAIL_INTERVAL_S - (time.monotonic() - began)))
+        elif time.monotonic() < watch_again_at:
+            time.sleep(TAIL_IDLE_INTERVAL_S)
+        else:
+            try:
+                watch.wait_past(shown, time.monotonic() + TAIL_IDLE_WAIT_S, _NEVER)
+            except Exception:  # only a faster wait; the next pass reports a source that is gone
+                watch_again_at = time.monotonic() + TAIL_RETRY_S
+                time.sleep(TAIL_IDLE_INTERVAL_S)
+            finally:
+                watch.close()  # the next pass's replication connection has the same server id
