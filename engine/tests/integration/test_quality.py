@@ -207,6 +207,27 @@ def test_a_second_run_leaves_the_gx_files_as_they_were(spark, config, mariadb):
     assert gx_files(config.gx_dir / "gx") == first
 
 
+def test_great_expectations_never_caches_silver_even_where_a_datasource_was_saved_caching(
+        spark, config, monkeypatch):
+    """GX caches its whole batch by default (every column of every silver row) to share one
+    scan between a count and a uniqueness check that read little or nothing of it; a project
+    whose GX datasource an older engine saved that way must not cache either."""
+    import great_expectations as gx
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    from lakehouse_engine.quality.checks import DATASOURCE_NAME
+
+    specs = [s for s in demo_specs() if s.name == "customers"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    context = gx.get_context(mode="file", project_root_dir=str(config.gx_dir))
+    context.data_sources.add_spark(name=DATASOURCE_NAME, persist=True)  # as engines up to 0.11.0 saved it
+    persisted: list[int] = []
+    real_persist = DataFrame.persist
+    monkeypatch.setattr(DataFrame, "persist", lambda df, *args: persisted.append(1) or real_persist(df, *args))
+    assert all(r.success for r in run_checks(config, spark, specs))
+    assert persisted == []
+
+
 def test_dq_runs_while_an_ingest_of_the_same_table_holds_its_lock(spark, config, mariadb):
     done = cli(config, "ingest", "--select", "customers")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -140,7 +140,7 @@ def run_quality_checks(
     parameters: dict[str, Any] = {} if expected_row_count is None else {ROW_COUNT_PARAMETER: expected_row_count}
     for check in measured:
         parameters.update(check.parameters)
-    # GX's Spark engine persist()s the batch (so its metric jobs share one scan) but never
+    # Should GX's Spark engine persist() the batch after all (a datasource that insists), it never
     # releases it: undo that unless the caller had already cached df.
     was_cached = df.is_cached
     try:
@@ -201,9 +201,14 @@ def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefiniti
     if DATASOURCE_NAME in context.data_sources.all():
         datasource = context.data_sources.get(DATASOURCE_NAME)
     else:
-        datasource = context.data_sources.add_spark(name=DATASOURCE_NAME)
+        datasource = context.data_sources.add_spark(name=DATASOURCE_NAME, persist=False)
     if not isinstance(datasource, SparkDatasource):
         raise TypeError(f"GX datasource {DATASOURCE_NAME!r} is a {type(datasource).__name__}, not spark")
+    # GX caches the whole batch by default so that its metric jobs share one scan: every column
+    # of every silver row, in memory. Its metrics here (a count, a key's uniqueness) read no
+    # column or only the key from Parquet, cheaper apart than one full cache. Projects whose
+    # datasource was saved before keep it; this run does not cache either way.
+    datasource.persist = False
     asset: DataFrameAsset[Any] = (
         datasource.get_asset(table)
         if table in datasource.get_asset_names()
