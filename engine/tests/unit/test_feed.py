@@ -31,11 +31,33 @@ class Passes:
         self.passes = list(passes)
         self.reads: list[tuple[BinlogPosition, BinlogPosition | None]] = []
         self.reached: BinlogPosition | None = None
+        self.watch = Watch()
 
     def transactions(self, start: BinlogPosition, stop: BinlogPosition | None) -> Iterator[Transaction]:
         self.reads.append((start, stop))
         found, self.reached = self.passes.pop(0) if self.passes else ([], start)
         yield from found
+
+    def head_watch(self) -> Watch:
+        return self.watch
+
+
+class Watch:
+    """The wait on the binlog stream: records where each wait started; ``failing``: raise."""
+
+    def __init__(self, failing: bool = False):
+        self.failing = failing
+        self.waits: list[BinlogPosition] = []
+        self.closed = 0
+
+    def wait_past(self, position: BinlogPosition, deadline: float, stop: object) -> bool:
+        self.waits.append(position)
+        if self.failing:
+            raise OSError("dump refused")
+        return False  # its deadline: nothing was written
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 def first(items: Iterator[object], count: int) -> list[object]:
@@ -77,16 +99,31 @@ def test_an_idle_tail_in_the_same_file_reads_again_from_its_last_transaction(mon
     assert [start for start, _ in source.reads] == [at(10), at(50), at(50)]
 
 
-def test_tail_passes_start_at_most_every_interval_and_ever_less_often_while_they_find_nothing(monkeypatch):
+def test_tail_passes_start_at_most_every_interval_while_they_find_transactions_and_wait_on_the_stream_when_idle(
+        monkeypatch):
     # Each pass is a replication connection: a reader that polled back to back would open
-    # dozens a second on the source.
+    # dozens a second on the source; an idle one waits for the server's next write instead.
     monkeypatch.setattr(passes_module, "TAIL_INTERVAL_S", 0.25)
+    pauses: list[float] = []
+    monkeypatch.setattr(passes_module.time, "sleep", pauses.append)
+    source = Passes(([tx(50)], at(50)), ([], at(60)), ([], at(60)))
+    first(tail(source, at(10)), 5)  # type: ignore[arg-type]
+    assert pauses == pytest.approx([0.25], abs=0.05)  # after the pass that found a transaction only
+    # From where the server's binlog ended (a write past it ends the wait), closed each time:
+    # the next pass's connection has the same server id.
+    assert source.watch.waits == [at(60), at(60)]
+    assert source.watch.closed == 2
+
+
+def test_a_tail_whose_stream_wait_fails_polls_and_tries_the_stream_again_later(monkeypatch):
     monkeypatch.setattr(passes_module, "TAIL_IDLE_INTERVAL_S", 1.0)
     pauses: list[float] = []
     monkeypatch.setattr(passes_module.time, "sleep", pauses.append)
-    source = Passes(([tx(50)], at(50)))  # then passes that find nothing
-    first(tail(source, at(10)), 6)  # type: ignore[arg-type]
-    assert pauses == pytest.approx([0.25, 0.5, 1.0, 1.0], abs=0.05)
+    source = Passes()
+    source.watch = Watch(failing=True)
+    first(tail(source, at(10)), 4)  # type: ignore[arg-type]
+    assert source.watch.waits == [at(10)]  # not tried again within TAIL_RETRY_S
+    assert pauses == [1.0, 1.0, 1.0]
 
 
 def test_a_marker_fills_its_message_so_the_reader_sends_it_at_once():

@@ -8,7 +8,7 @@ import pytest
 
 from lakehouse_engine.cdc.headwatch import LOG_EVENT_ARTIFICIAL_F, EventHeader
 
-XID, QUERY, ROTATE, FORMAT, HEARTBEAT, GTID_LIST = 16, 2, 4, 15, 27, 163
+XID, QUERY, ROTATE, FORMAT, HEARTBEAT, HEARTBEAT_V2, GTID_LIST = 16, 2, 4, 15, 27, 41, 163
 
 
 def packet(kind: int, end: int, flags: int = 0) -> bytes:
@@ -24,6 +24,7 @@ def test_a_header_reads_type_end_position_and_flags_after_the_ok_byte():
     (QUERY, 5000, 0, True),  # DDL
     (XID, 4000, 0, False),  # at the head: already read
     (HEARTBEAT, 9000, 0, False),
+    (HEARTBEAT_V2, 9000, 0, False),  # MySQL 8.0.26+
     (GTID_LIST, 9000, LOG_EVENT_ARTIFICIAL_F, False),  # made up for the dump
     (FORMAT, 0, 0, False),  # the file's format description, resent at the dump's start
     (ROTATE, 0, LOG_EVENT_ARTIFICIAL_F, False),  # the rotate to the requested file

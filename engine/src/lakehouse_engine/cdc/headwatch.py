@@ -30,7 +30,7 @@ from ..state.positions import BinlogPosition
 
 COM_BINLOG_DUMP = 0x12
 ROTATE_EVENT = 4
-HEARTBEAT_EVENTS = frozenset({27, 163})  # HEARTBEAT_LOG_EVENT; MariaDB's HEARTBEAT_LOG_EVENT_V2
+HEARTBEAT_EVENTS = frozenset({27, 41})  # HEARTBEAT_LOG_EVENT; MySQL 8.0.26+: HEARTBEAT_LOG_EVENT_V2
 LOG_EVENT_ARTIFICIAL_F = 0x20
 _HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server id, size, end position, flags
 
