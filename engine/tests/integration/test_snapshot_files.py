@@ -112,6 +112,20 @@ def test_lakes_pyarrow_cannot_write_use_a_spark_append_with_the_same_result(spar
         assert not any(staging.rglob("*.parquet")), "staged files must be removed after the commit"
 
 
+def test_files_a_killed_snapshot_left_in_the_lakes_staging_are_removed_by_the_tables_next_snapshot(spark, config):
+    staging = lake.staging_folder(config.lake_root, config.target_dir, "local[2]")
+    left = staging / "orders" / "killed-run-1"  # kill -9 between the tasks' writes and the commit
+    left.mkdir(parents=True)
+    (left / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
+    other = staging / "customers" / "its-run-1"  # another table's: its own lock, not ours to touch
+    other.mkdir(parents=True)
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    assert_silver_equals_exact_source(spark, config, "orders")
+    assert not (staging / "orders").exists() or not any((staging / "orders").iterdir())
+    assert other.is_dir()
+
+
 def _one_chunk_per_commit(config):
     return replace(config, defaults=replace(config.defaults, commit_rows=config.defaults.chunk_size))
 

@@ -104,8 +104,10 @@ def snapshot_batch(
     binlog reader taking a server id of its own from ``server_ids``."""
     direct = localfiles.is_local(bronze_path)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
+    # This run holds the table's lock (run.locks): whatever is staged for the table is a killed
+    # run's (a finished or failed one removes its own), never committed: litter in the lake.
+    shutil.rmtree(staging / table.table, ignore_errors=True)
     folder = staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}"
-    shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     schema = bronze.bronze_schema(spark_schema(table))
     if direct and columnmap.needs_mapping(schema.names):
