@@ -83,3 +83,22 @@ def test_a_subset_runs_one_ingest_of_just_those_tables(dg, defs_module, project)
     assert result.success
     assert [e.asset_key.path[-1] for e in result.get_asset_materialization_events()] == ["orders"]
     assert not list((project / "target").glob("dagster-*.json"))  # each run's results file is removed
+
+
+def test_with_spark_submit_set_each_step_runs_the_submit_line_through_it(dg, defs_module, project, monkeypatch):
+    # A cluster's gateway: the step runs `lakehouse submit-line`'s line with the given spark-submit
+    # (here pyspark's own, on a local master), as Airflow's SparkSubmitOperator would.
+    import pyspark
+
+    spark_submit = str(Path(sys.executable).with_name("spark-submit"))
+    monkeypatch.setenv("LAKEHOUSE_SPARK_SUBMIT", spark_submit)
+    monkeypatch.setenv("SPARK_HOME", str(Path(pyspark.__file__).parent))  # as a gateway has it
+    line = defs_module.command_line(["ingest", "--select", "products"])
+    assert line[0] == spark_submit and any(word.endswith("lakehouse_engine/submit.py") for word in line)
+    assert line[-3:] == ["ingest", "--select", "products"]
+    result = dg.materialize([defs_module.ingest], selection=["lakehouse/products"],
+                            instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    assert event.asset_key.path[-1] == "products"
+    assert event.step_materialization_data.materialization.metadata["binlog_position"].value

@@ -12,11 +12,16 @@ runs in its own environment: it needs only `dagster` and calls this project's `l
   expectation's observed value.
 - `follow` is a long-running service, not a job: run it with deploy/lakehouse-follow.service and
   leave its tables out of the schedules here.
+- On a Spark cluster's gateway, set `LAKEHOUSE_SPARK_SUBMIT` to its `spark-submit` (SPARK_HOME set,
+  as a gateway has it): each step then runs the line `lakehouse submit-line` prints for it (Delta's
+  jars, the project's Spark settings, the engine's launcher) with that spark-submit, as Airflow's
+  SparkSubmitOperator would.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context parameter's annotation.
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -43,11 +48,25 @@ def key_of(table: str) -> dg.AssetKey:
     return dg.AssetKey(["lakehouse", table])
 
 
+def command_line(arguments: Sequence[str]) -> list[str]:
+    """`lakehouse <arguments>`, or with LAKEHOUSE_SPARK_SUBMIT set the spark-submit line for them."""
+    spark_submit = os.environ.get("LAKEHOUSE_SPARK_SUBMIT")
+    if not spark_submit:
+        return [LAKEHOUSE, *arguments]
+    done = subprocess.run([LAKEHOUSE, "submit-line", *arguments], cwd=PROJECT, capture_output=True, text=True,
+                          check=False, timeout=300)
+    if done.returncode != 0:
+        refused = (done.stderr or done.stdout).strip()[-2000:]
+        raise dg.Failure(description=f"`lakehouse submit-line` failed: {refused}")
+    words = shlex.split(done.stdout.strip().splitlines()[-1])  # spark-submit --master ... launcher args
+    return [spark_submit, *words[1:]]
+
+
 def run_lakehouse(context: Any, command: str, tables: Sequence[str]) -> tuple[int, dict[str, Any]]:
     """Run `lakehouse <command> --select <tables>`; its exit code and run results."""
     results = PROJECT / "target" / f"dagster-{context.run.run_id}-{command}.json"
-    arguments = [LAKEHOUSE, command, "--select", *tables, "--results-file", str(results)]
-    context.log.info(" ".join(arguments))
+    arguments = command_line([command, "--select", *tables, "--results-file", str(results)])
+    context.log.info(shlex.join(arguments))
     done = subprocess.run(arguments, cwd=PROJECT, capture_output=True, text=True, check=False)
     for line in done.stdout.splitlines():
         context.log.info(line)
