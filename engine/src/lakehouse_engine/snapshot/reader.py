@@ -104,10 +104,12 @@ def snapshot_batch(
     binlog reader taking a server id of its own from ``server_ids``."""
     direct = localfiles.is_local(bronze_path)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
-    # This run holds the table's lock (run.locks): whatever is staged for the table is a killed
-    # run's (a finished or failed one removes its own), never committed: litter in the lake.
-    shutil.rmtree(staging / table.table, ignore_errors=True)
-    folder = staging / table.table / f"{checkpoint.run_id}-{checkpoint.batch}"
+    # Staged under the lake table's name (two project tables may copy one source table). This
+    # run holds that table's lock (run.locks): whatever is staged for it is a killed run's (a
+    # finished or failed one removes its own), never committed: litter in the lake.
+    staged_for = staging / bronze_path.rstrip("/").rsplit("/", 1)[-1]
+    shutil.rmtree(staged_for, ignore_errors=True)
+    folder = staged_for / f"{checkpoint.run_id}-{checkpoint.batch}"
     folder.mkdir(parents=True)
     schema = bronze.bronze_schema(spark_schema(table))
     if direct and columnmap.needs_mapping(schema.names):
