@@ -82,6 +82,21 @@ def test_the_measurement_counts_workers_of_a_parent_that_ignores_sigchld(tmp_pat
     assert json.loads(done.stdout) >= 0.7  # the samples miss at most the worker's last 0.2 s
 
 
+def test_the_cpu_after_a_mark_leaves_out_what_the_start_up_burnt(tmp_path):
+    # An idle follow's figure: 1 s of CPU at the start, then idling; from the mark on ~0 CPU.
+    burn = ("import time; t = time.process_time(); [0 for _ in iter(lambda: time.process_time() - t > 1.0, True)]; "
+            "time.sleep(2.5)")
+    measure = (f"import bench_measure, json; "
+               f"m = bench_measure.run({[sys.executable, '-c', burn]!r}, mark_s=2.0, "
+               f"log=__import__('pathlib').Path({str(tmp_path / 'out.log')!r})); "
+               "print(json.dumps([m.cpu_at_mark_s, m.cpu_share_after_mark(2.0)]))")
+    done = subprocess.run([sys.executable, "-c", measure], cwd=SCRIPTS, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    at_mark, share_after = json.loads(done.stdout)
+    assert at_mark >= 0.8
+    assert share_after < 0.2
+
+
 def test_the_steady_freshness_leaves_out_the_writes_of_the_warm_up():
     writes = [(100.0, ("mysql-bin.000001", 10)), (119.9, ("mysql-bin.000001", 20)),
               (120.0, ("mysql-bin.000001", 30)), (150.0, ("mysql-bin.000001", 40))]
