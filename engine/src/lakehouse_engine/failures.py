@@ -98,7 +98,7 @@ def spark_failure(exc: BaseException) -> SparkFailure | None:
     """Read a Spark/py4j exception, or ``None`` when ``exc`` is not one."""
     if "py4j" not in sys.modules:  # no Spark error can exist yet; spare the import
         return None
-    from py4j.protocol import Py4JError, Py4JJavaError
+    from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
     from pyspark.errors import PySparkException
 
     if isinstance(exc, Py4JJavaError):
@@ -108,8 +108,10 @@ def spark_failure(exc: BaseException) -> SparkFailure | None:
         origin = getattr(exc, "_origin", None)  # the Java exception pyspark re-raised, if any
         causes = _java_causes(origin) if origin is not None else ()
         return SparkFailure("", causes or (_short_class(first_line(exc)),))
-    if isinstance(exc, Py4JError):  # the gateway itself: the JVM died or the connection broke
+    if isinstance(exc, Py4JNetworkError):  # the gateway itself: the JVM died or the connection broke
         return SparkFailure(_call(first_line(exc)), (JVM_GONE.format(first_line(exc)),))
+    if isinstance(exc, Py4JError):  # e.g. a method the JVM's classes lack (a jar of another version)
+        return SparkFailure(_call(first_line(exc)), (first_line(exc),))
     if isinstance(exc, OSError) and _raised_in_py4j(exc):  # py4j's socket to a JVM that is gone
         return SparkFailure("", (JVM_GONE.format(f"{type(exc).__name__}: {exc.strerror or exc}"),))
     return None

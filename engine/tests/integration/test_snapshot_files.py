@@ -5,6 +5,8 @@ non-local lakes gives the same silver."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,13 +119,19 @@ def test_files_a_killed_snapshot_left_in_the_lakes_staging_are_removed_by_the_ta
     left = staging / "orders" / "killed-run-1"  # kill -9 between the tasks' writes and the commit
     left.mkdir(parents=True)
     (left / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
-    other = staging / "customers" / "its-run-1"  # another table's: its own lock, not ours to touch
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(left, (two_days_ago, two_days_ago))
+    # Staging right now for another checkout sharing the lake (its own locks): not to be touched.
+    live = staging / "orders" / "other-checkout-3"
+    live.mkdir(parents=True)
+    other = staging / "customers" / "its-run-1"  # another table's
     other.mkdir(parents=True)
+    os.utime(other, (two_days_ago, two_days_ago))
     specs = [s for s in demo_specs() if s.name == "orders"]
     Pipeline(config, spark, "run-1").ingest(specs)
     assert_silver_equals_exact_source(spark, config, "orders")
-    assert not (staging / "orders").exists() or not any((staging / "orders").iterdir())
-    assert other.is_dir()
+    assert not left.exists()
+    assert live.is_dir() and other.is_dir()
 
 
 def _one_chunk_per_commit(config):

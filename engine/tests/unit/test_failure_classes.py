@@ -193,3 +193,15 @@ def test_spark_s_jvm_gone_is_named_with_spark_log_and_driver_memory_not_read_as_
 def test_an_os_error_outside_py4j_stays_a_lake_error():
     error = as_table_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "orders", LAKE)
     assert "Spark's JVM" not in str(error)
+
+
+def test_only_a_broken_gateway_reads_as_a_stopped_jvm_not_a_method_the_jvm_lacks():
+    from py4j.protocol import Py4JError, Py4JNetworkError
+
+    from lakehouse_engine.failures import spark_failure
+
+    lacking = spark_failure(Py4JError("An error occurred while calling o42.merge. Trace:\n"
+                                      "py4j.Py4JException: Method merge([]) does not exist"))
+    assert lacking is not None and "JVM stopped" not in lacking.root
+    gone = spark_failure(Py4JNetworkError("Answer from Java side is empty"))
+    assert gone is not None and gone.root.startswith("Spark's JVM stopped (Answer from Java side is empty)")

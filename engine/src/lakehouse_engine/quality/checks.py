@@ -206,8 +206,9 @@ def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefiniti
         raise TypeError(f"GX datasource {DATASOURCE_NAME!r} is a {type(datasource).__name__}, not spark")
     # GX caches the whole batch by default so that its metric jobs share one scan: every column
     # of every silver row, in memory. Its metrics here (a count, a key's uniqueness) read no
-    # column or only the key from Parquet, cheaper apart than one full cache. Projects whose
-    # datasource was saved before keep it; this run does not cache either way.
+    # column or only the key from Parquet, cheaper apart than one full cache. A datasource an
+    # older engine saved caching is switched here for the run (and saved so once GX next writes
+    # it, e.g. for a table's new asset).
     datasource.persist = False
     asset: DataFrameAsset[Any] = (
         datasource.get_asset(table)

@@ -258,10 +258,10 @@ class Follower:
         self._idle_at = None
         head = self._source.position()
         if self._caught_up(head):
-            self._idle_at = head
             self._outcome.idle_cycles += 1
             self._note_cycle(head, [])
-            self._heartbeat(head)
+            self._heartbeat(head)  # may find the source gone: then no wait on its stream
+            self._idle_at = head
             return
         began = time.monotonic()
         errors: dict[str, IngestError] = {}

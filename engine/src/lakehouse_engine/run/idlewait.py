@@ -46,6 +46,7 @@ class IdleWait:
         try:
             self._watch.wait_past(head, now + min(self._recheck_s, budget_s), stop)
         except Exception as exc:  # the stream is only a faster wait: poll instead, say so once
+            budget_s -= time.monotonic() - now
             self._retry_at = time.monotonic() + self._retry_s
             reason = first_line(exc)
             if reason not in self._warned:
@@ -54,6 +55,10 @@ class IdleWait:
                             "%.1f s instead, trying the stream again every %.0f s", reason, interval_s,
                             self._retry_s)
             stop.wait(max(0.0, min(interval_s, budget_s)))
+        finally:
+            # Never left open under the next cycle: unread, the server's writes would pile up
+            # in the socket until it dropped the dump. A wait from the same head loses nothing.
+            self._watch.close()
 
     def close(self) -> None:
         if self._watch is not None:

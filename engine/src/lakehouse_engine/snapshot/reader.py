@@ -104,12 +104,11 @@ def snapshot_batch(
     binlog reader taking a server id of its own from ``server_ids``."""
     direct = localfiles.is_local(bronze_path)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
-    # Staged under the lake table's name (two project tables may copy one source table). This
-    # run holds that table's lock (run.locks): whatever is staged for it is a killed run's (a
-    # finished or failed one removes its own), never committed: litter in the lake.
+    # Staged under the lake table's name (two project tables may copy one source table).
     staged_for = staging / bronze_path.rstrip("/").rsplit("/", 1)[-1]
-    shutil.rmtree(staged_for, ignore_errors=True)
+    remove_stale_staging(staged_for)
     folder = staged_for / f"{checkpoint.run_id}-{checkpoint.batch}"
+    shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     schema = bronze.bronze_schema(spark_schema(table))
     if direct and columnmap.needs_mapping(schema.names):
@@ -166,6 +165,28 @@ def snapshot_batch(
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
     return watermarks, sum(s.rows for s in staged)
+
+
+# A finished or failed batch removes its own staged files; a killed one (kill -9, a lost host)
+# leaves them, never committed. Another checkout sharing the lake (its own locks) may be staging
+# the same table right now, so only folders untouched for this long are a dead run's.
+STALE_STAGING_S = 24 * 3600.0
+
+
+def remove_stale_staging(staged_for: Path, now: float | None = None) -> None:
+    """Remove what killed runs left staged for one table (folders older than STALE_STAGING_S)."""
+    now = time.time() if now is None else now
+    try:
+        folders = list(staged_for.iterdir())
+    except OSError:  # none yet
+        return
+    for folder in folders:
+        try:
+            stale = now - folder.stat().st_mtime > STALE_STAGING_S
+        except OSError:  # removed meanwhile by its own run
+            continue
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 # Spark tasks per core and batch: each task costs its Python worker about 0.15 s of CPU whatever

@@ -8,7 +8,8 @@ the range's size):
 - offsets 1..n: the snapshot tasks of a window-mode batch (one each);
 - half the range away: ``dq``'s reader, so that a check started right after an ingest in
   another process does not take the ingest's id;
-- one past it: an idle ``follow``'s wait for the binlog to move (``cdc.headwatch``).
+- the last offset (one below the base): an idle ``follow``'s wait for the binlog to move
+  (``cdc.headwatch``), only in a range of 3 ids or more, where it is neither of the above.
 """
 
 from __future__ import annotations
@@ -49,5 +50,6 @@ class ServerIds:
     def checks(self, pid: int | None = None) -> int:
         return self.at(self.size // 2, pid)
 
-    def watch(self, pid: int | None = None) -> int:
-        return self.at(self.size // 2 + 1, pid)
+    def watch(self, pid: int | None = None) -> int | None:
+        """None in a range too small to hold it apart from ``own`` and ``checks``."""
+        return self.at(self.size - 1, pid) if self.size >= 3 else None

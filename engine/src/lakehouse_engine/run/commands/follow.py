@@ -57,12 +57,14 @@ def _follow(ctx: CommandContext, options: FollowOptions) -> FollowOutcome:
 
 
 def _idle_wait(ctx: CommandContext) -> IdleWait:
-    """Idle, the loop waits on the binlog stream for the source's next write."""
+    """Idle, the loop waits on the binlog stream for the source's next write (polls, in a
+    server id range of fewer than 3 ids: none is left for the wait)."""
     from ...cdc.headwatch import HeadWatch
     from ...source.serverids import ServerIds
     from ..idlewait import IdleWait
 
-    return IdleWait(HeadWatch(ctx.config.source, ServerIds.of(ctx.config.server_ids).watch()))
+    server_id = ServerIds.of(ctx.config.server_ids).watch()
+    return IdleWait(None if server_id is None else HeadWatch(ctx.config.source, server_id))
 
 
 def _live_metrics(ctx: CommandContext) -> LiveMetrics | None:
