@@ -38,27 +38,24 @@ def _write_later(mariadb, db: str, sql: str, after_s: float) -> threading.Thread
 def test_the_watch_wakes_at_a_write_waits_out_its_deadline_without_one_and_stops_on_request(config, mariadb):
     watch = HeadWatch(config.source, SERVER_ID, heartbeat_s=0.2)
     never = threading.Event()
-    try:
-        head = _head(config)
-        # Nothing written: the wait lasts until its deadline, through several heartbeats.
-        started = time.monotonic()
-        assert watch.wait_past(head, started + 1.0, never) is False
-        assert time.monotonic() - started >= 1.0
-        # The same wait again continues the open stream; a write ends it.
-        writer = _write_later(mariadb, config.source.database, "UPDATE products SET price = 3 ORDER BY sku LIMIT 1",
-                              0.3)
-        assert watch.wait_past(head, time.monotonic() + 60, never) is True
-        writer.join()
-        # From a head already passed, the wait ends at once (the dump replays what it missed).
-        assert watch.wait_past(head, time.monotonic() + 60, never) is True
-        # A stop request ends the wait within a heartbeat, long before its deadline.
-        stop = threading.Event()
-        threading.Timer(0.3, stop.set).start()
-        started = time.monotonic()
-        assert watch.wait_past(_head(config), started + 60, stop) is False
-        assert time.monotonic() - started < 30
-    finally:
-        watch.close()
+    head = _head(config)
+    # Nothing written: the wait lasts until its deadline, through several heartbeats.
+    started = time.monotonic()
+    assert watch.wait_past(head, started + 1.0, never) is False
+    assert time.monotonic() - started >= 1.0
+    # A write ends the next wait from the same head.
+    writer = _write_later(mariadb, config.source.database, "UPDATE products SET price = 3 ORDER BY sku LIMIT 1",
+                          0.3)
+    assert watch.wait_past(head, time.monotonic() + 60, never) is True
+    writer.join()
+    # From a head already passed, the wait ends at once (the dump replays what it missed).
+    assert watch.wait_past(head, time.monotonic() + 60, never) is True
+    # A stop request ends the wait within a heartbeat, long before its deadline.
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    assert watch.wait_past(_head(config), started + 60, stop) is False
+    assert time.monotonic() - started < 30
 
 
 def test_an_idle_follow_blocks_on_the_stream_and_a_write_starts_its_next_cycle(spark, config, mariadb):

@@ -55,41 +55,32 @@ class EventHeader:
 
 
 class HeadWatch:
-    """One dump connection, opened on the first wait and kept while nothing changes."""
+    """Waits on a dump connection of its own, opened for each wait and closed after it: never
+    left unread (the server's writes would pile up until it dropped the dump), and free of the
+    server id for another reader of the same process between waits."""
 
     def __init__(self, profile: SourceProfile, server_id: int, heartbeat_s: float = 1.0):
         self._profile = profile
         self._server_id = server_id
         self._heartbeat_s = heartbeat_s
-        self._conn: pymysql.connections.Connection | None = None
-        self._from: BinlogPosition | None = None
 
     def wait_past(self, position: BinlogPosition, deadline: float, stop: threading.Event) -> bool:
-        """True as soon as the source writes past ``position``; False at ``deadline``
-        (``time.monotonic``) or once ``stop`` is set (seen within one heartbeat). A driver
-        error closes the connection and propagates: the caller falls back to polling."""
-        if self._conn is None or self._from != position:
-            self.close()
-            self._open(position)
+        """True as soon as the source writes past ``position`` (a write since it, before the
+        dump opened, included); False at ``deadline`` (``time.monotonic``) or once ``stop`` is
+        set (seen within one heartbeat). Driver errors propagate: the caller polls instead."""
+        conn = self._open(position)
         try:
             while not stop.is_set() and time.monotonic() < deadline:
-                if self._next().is_change(position.offset):
-                    self.close()  # the caller reads the change itself; the next wait starts anew
+                if _next(conn).is_change(position.offset):
                     return True
-        except BaseException:
-            self.close()
-            raise
-        return False
-
-    def close(self) -> None:
-        conn, self._conn, self._from = self._conn, None, None
-        if conn is not None:
+            return False
+        finally:
             try:
                 conn.close()
             except Exception:  # a dump connection is closed from our side only: nothing to tell
                 pass
 
-    def _open(self, position: BinlogPosition) -> None:
+    def _open(self, position: BinlogPosition) -> pymysql.connections.Connection:
         # Several missed heartbeats before a read gives up: a stalled server is a lost connection.
         conn = connect(self._profile, read_timeout=max(5, int(self._heartbeat_s * 5)))
         try:
@@ -107,9 +98,10 @@ class HeadWatch:
         except BaseException:
             conn.close()
             raise
-        self._conn, self._from = conn, position
+        return conn
 
-    def _next(self) -> EventHeader:
-        wire: Any = self._conn
-        packet = wire._read_packet()  # raises the server's error (e.g. a purged binlog)
-        return EventHeader.parse(packet.get_all_data())
+
+def _next(conn: pymysql.connections.Connection) -> EventHeader:
+    wire: Any = conn
+    packet = wire._read_packet()  # raises the server's error (e.g. a purged binlog)
+    return EventHeader.parse(packet.get_all_data())

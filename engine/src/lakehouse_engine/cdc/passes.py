@@ -94,10 +94,8 @@ def tail(source: BinlogSource, start: BinlogPosition) -> Iterator[Transaction | 
         elif time.monotonic() < watch_again_at:
             time.sleep(TAIL_IDLE_INTERVAL_S)
         else:
-            try:
+            try:  # closed before the next pass, whose replication connection has the same server id
                 watch.wait_past(shown, time.monotonic() + TAIL_IDLE_WAIT_S, _NEVER)
             except Exception:  # only a faster wait; the next pass reports a source that is gone
                 watch_again_at = time.monotonic() + TAIL_RETRY_S
                 time.sleep(TAIL_IDLE_INTERVAL_S)
-            finally:
-                watch.close()  # the next pass's replication connection has the same server id

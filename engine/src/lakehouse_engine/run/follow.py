@@ -193,7 +193,6 @@ class Follower:
             if self._stop.is_set() and self._active:
                 self._save_held_positions()
         finally:
-            self._idle_wait.close()
             self._source.close()
         if not self._active and any(r.status != RunStatus.SUCCESS for r in self._results.values()):
             log.error("follow: every table failed (or is snapshot-only and copied); nothing left to follow")

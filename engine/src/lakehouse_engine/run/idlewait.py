@@ -55,11 +55,3 @@ class IdleWait:
                             "%.1f s instead, trying the stream again every %.0f s", reason, interval_s,
                             self._retry_s)
             stop.wait(max(0.0, min(interval_s, budget_s)))
-        finally:
-            # Never left open under the next cycle: unread, the server's writes would pile up
-            # in the socket until it dropped the dump. A wait from the same head loses nothing.
-            self._watch.close()
-
-    def close(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
