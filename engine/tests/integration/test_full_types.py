@@ -20,7 +20,7 @@ import pytest
 
 from lakehouse_engine.quality.dq import run_checks
 from lakehouse_engine.quality.expectations import VALUES_CHECK
-from lakehouse_engine.quality.fingerprint import spark_field, sql_field
+from lakehouse_engine.quality.fingerprint import spark_field, spark_term, sql_field, sql_term
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.source import embedded
 from lakehouse_engine.source.connection import qualified, quote_ident
@@ -383,15 +383,19 @@ def assert_fingerprints_alike(spark, config, source: SourceSession) -> None:
     """dq's value reconciliation spells each value twice, in SQL and in Spark: every column of
     every row (snapshot and binlog paths, NULLs, zero dates, edge values) must give one field."""
     compared = table_schema(config, TABLE).columns
-    fields = ", ".join(sql_field(c) for c in compared)
-    in_source = {row[0]: row[1:] for row in source.run(
-        f"SELECT `id`, {fields} FROM {qualified(config.source.database, TABLE)}")}
     frame = spark.read.format("delta").load(config.table_path("silver", TABLE))
-    in_silver = {row[0]: tuple(row[1:]) for row in frame.select("id", *(spark_field(c) for c in compared)).collect()}
-    assert in_source.keys() == in_silver.keys()
-    problems = [(key, col.name, mine, theirs) for key in sorted(in_source)
-                for col, mine, theirs in zip(compared, in_silver[key], in_source[key], strict=True) if mine != theirs]
-    assert not problems, f"{len(problems)} fields differ (key, column, silver, source): {problems[:8]}"
+    # Each column's term (what the fingerprint sums) and its spelling (what names a key).
+    for sql, spark_side in ((sql_term, spark_term), (lambda c, _: sql_field(c), lambda c, _: spark_field(c))):
+        fields = ", ".join(sql(c, i) for i, c in enumerate(compared))
+        in_source = {row[0]: tuple(int(v) if isinstance(v, Decimal) else v for v in row[1:]) for row in source.run(
+            f"SELECT `id`, {fields} FROM {qualified(config.source.database, TABLE)}")}
+        in_silver = {row[0]: tuple(row[1:]) for row in
+                     frame.select("id", *(spark_side(c, i) for i, c in enumerate(compared))).collect()}
+        assert in_source.keys() == in_silver.keys()
+        problems = [(key, col.name, mine, theirs) for key in sorted(in_source)
+                    for col, mine, theirs in zip(compared, in_silver[key], in_source[key], strict=True)
+                    if mine != theirs]
+        assert not problems, f"{len(problems)} fields differ (key, column, silver, source): {problems[:8]}"
 
     # The whole comparison, as dq makes it: nothing differs, nothing is left out.
     (result,) = run_checks(config, spark, [TableSpec(TABLE, TABLE)])

@@ -6,23 +6,20 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_engine.cdc.binlog import RowChange, Transaction
+from lakehouse_engine.quality.bucketing import MAX_BUCKETS, Bucketing, is_ranged, plan_bucketing
 from lakehouse_engine.quality.dq import changed_keys, compares_values
 from lakehouse_engine.quality.fingerprint import sql_field, sql_row_hash
 from lakehouse_engine.quality.reconcile import (
     DRILLED_BUCKETS,
-    MAX_BUCKETS,
     NAMED_KEYS,
     BucketDifference,
-    Bucketing,
     KeyDifference,
     KeyRow,
     Reconciliation,
     add_rows,
     bucket_sums_sql,
     differing_buckets,
-    is_ranged,
     key_differences,
-    plan_bucketing,
     shown_key,
 )
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema

@@ -33,7 +33,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pymysql
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
@@ -49,7 +48,8 @@ from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
 from .freshness import LagMeasurement, measure_lag
-from .reconcile import DRILLED_BUCKETS, Reconciliation, SourceSide, reconcile, source_side
+from .reconcile import DRILLED_BUCKETS, Reconciliation, plan_source, too_many_changed
+from .sums import ToReconcile, reconcile_all
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
 
 if TYPE_CHECKING:
@@ -286,24 +286,30 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
         schemas = {s.name: describe_table(conn, database, s.source_table, s.key) for s in specs}
         rows = {s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
                 for s in specs}
-        sides = {s.name: source_side(conn, schemas[s.name], rows[s.name]) for s in specs if compares_values(s)}
+        bucketings = {s.name: plan_source(conn, schemas[s.name], rows[s.name]) for s in specs if compares_values(s)}
         transactions = _binlog_between(config, position, list(states.values()),
                                        {s.source_table: schemas[s.name].key for s in specs})
+        expected: dict[str, int | None] = {}
+        reconciled: dict[str, ToReconcile | Reconciliation] = {}
         for spec in specs:
             state, schema = states[spec.name], schemas[spec.name]
             try:
-                expected = count_at(rows[spec.name], position, state, spec.source_table,
-                                    transactions) if spec.snapshots else None
+                expected[spec.name] = count_at(rows[spec.name], position, state, spec.source_table,
+                                               transactions) if spec.snapshots else None
             except NotComparable as exc:
                 tables[spec.name] = exc
                 continue
-            values = None
-            if spec.name in sides:
+            if spec.name in bucketings:
                 low, high = sorted((state.position, position))
                 changed = changed_keys(transactions, spec.source_table, low, high, schema)
-                silver = _silver_at(spark, config, spec, state)
-                values = _reconciled(conn, spark, sides[spec.name], silver, changed, drilled)
-            tables[spec.name] = Compared(schema, rows[spec.name], expected, values)
+                reconciled[spec.name] = too_many_changed(changed) or ToReconcile(
+                    schema, bucketings[spec.name], _silver_at(spark, config, spec, state), changed)
+        to_reconcile = {name: c for name, c in reconciled.items() if isinstance(c, ToReconcile)}
+        outcomes = {**reconciled, **reconcile_all(conn, spark, to_reconcile, drilled)}
+        for name, count in expected.items():
+            values = outcomes.get(name)
+            assert not isinstance(values, ToReconcile)
+            tables[name] = Compared(schemas[name], rows[name], count, values)
         conn.commit()
     return SourceComparison(position, tables)
 
@@ -321,15 +327,6 @@ def purged_positions(conn: Any, states: Mapping[str, SilverState]) -> dict[str, 
         f"files begin at {min(files, default='none')}), so the changes since can be neither compared nor "
         f"ingested; re-snapshot the table with `make ingest TABLE={name} FULL_REFRESH=1`", table=name)
         for name, state in states.items() if state.position.file not in files}
-
-
-def _reconciled(conn: Any, spark: SparkSession, side: SourceSide, silver: DataFrame,
-                changed: Sequence[tuple[Any, ...]], drilled: int) -> Reconciliation:
-    try:
-        return reconcile(conn, spark, side, silver, changed, drilled=drilled)
-    except AnalysisException as exc:  # e.g. a column the source has and silver has not
-        first = str(exc).strip().splitlines()[0]
-        return Reconciliation(not_compared=f"silver's columns are not the source's ({first[:300]})")
 
 
 def _unique_key(table: str, uniqueness: KeyUniqueness) -> UniqueKey:

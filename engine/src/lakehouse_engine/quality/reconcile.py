@@ -17,37 +17,28 @@ counted as "not compared"; every other key holds the same values at ``R`` and at
 difference there is a defect. No guess: a table changed too much between the two positions to
 list its keys is not compared at all, and says so.
 
-Buckets are ranges of the first key column when it is an integer (so a report reads
-``id 10000..19999``), else a hash of the key (``keys hashing to bucket 17 of 64``).
+How rows are grouped into buckets is :mod:`.bucketing`'s. The two sides are summed at once: the
+source's query runs while Spark sums silver (:func:`sum_both`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..source.connection import literal_percent, qualified, query, query_keys, quote_ident
 from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, select_expression, spark_type
-from .fingerprint import (
-    INTEGER_TYPES,
-    SEPARATOR,
-    spark_field,
-    spark_row_hash,
-    sql_field,
-    sql_row_hash,
-)
+from .bucketing import Bucketing, is_ranged, plan_bucketing, spark_key_id, sql_key_id
+from .fingerprint import spark_row_hash, sql_row_hash
 
-ROWS_PER_BUCKET = 10_000  # a differing bucket is compared key by key: keep that small
-MAX_BUCKETS = 4096
 MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
 DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are named only)
 NAMED_KEYS = 10  # keys named per drilled bucket
@@ -55,78 +46,6 @@ NAMED_KEYS = 10  # keys named per drilled bucket
 Key = tuple[Any, ...]
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 Sums = dict[int, tuple[int, int]]  # bucket -> (rows, XOR of fingerprints)
-
-
-@dataclass(frozen=True)
-class Bucketing:
-    """How rows are grouped: ``width``-wide ranges of the first key column (an integer), else
-    ``count`` buckets of a hash of the whole key."""
-
-    key: tuple[ColumnInfo, ...]
-    width: int | None = None
-    count: int = 1
-    low: int | None = None  # the source's smallest first key value when ranged (for reports)
-
-    def sql(self) -> str:
-        if self.width is not None:
-            return f"{quote_ident(self.key[0].name)} DIV {self.width}"
-        return f"CRC32({_sql_key_id(self.key)}) % {self.count}"
-
-    def spark(self) -> Column:
-        if self.width is not None:
-            return F.expr(f"{quote_ident(self.key[0].name)} div {self.width}")
-        return F.crc32(_spark_key_id(self.key).cast("binary")) % F.lit(self.count)
-
-    def sql_predicate(self, buckets: Sequence[int]) -> tuple[str, list[Any]]:
-        """The rows of ``buckets``: index ranges of the first key column when ranged (SQL with
-        ``%s`` placeholders, its own ``%`` doubled)."""
-        if self.width is None:
-            return f"{literal_percent(self.sql())} IN ({', '.join(['%s'] * len(buckets))})", list(buckets)
-        name = quote_ident(self.key[0].name)
-        ranges = [self.bounds(b) for b in buckets]
-        return " OR ".join([f"{name} BETWEEN %s AND %s"] * len(ranges)), [v for r in ranges for v in r]
-
-    def bounds(self, bucket: int) -> tuple[int, int]:
-        """The first key column's values in a ranged ``bucket`` (``DIV`` truncates toward zero,
-        so bucket 0 spans both signs)."""
-        assert self.width is not None
-        if bucket > 0:
-            return bucket * self.width, (bucket + 1) * self.width - 1
-        if bucket < 0:
-            return (bucket - 1) * self.width + 1, bucket * self.width
-        return -(self.width - 1), self.width - 1
-
-    def describe(self, bucket: int) -> str:
-        if self.width is None:
-            return f"keys hashing to bucket {bucket} of {self.count}"
-        low, high = self.bounds(bucket)
-        if bucket == 0 and self.low is not None and self.low >= 0:
-            low = 0  # bucket 0 spans both signs; a key table without negative keys reads 0..
-        return f"{self.key[0].name} {low}..{high}"
-
-
-def plan_bucketing(key: Sequence[ColumnInfo], rows: int, low: int | None, high: int | None) -> Bucketing:
-    """Buckets of about ``ROWS_PER_BUCKET`` rows; ``low``/``high``: the first key column's
-    range when it is an integer (None when the table is empty or the key is not an integer)."""
-    wanted = max(1, min(MAX_BUCKETS, math.ceil(rows / ROWS_PER_BUCKET)))
-    if low is not None and high is not None and is_ranged(key):
-        return Bucketing(tuple(key), width=max(1, math.ceil((high - low + 1) / wanted)), low=low)
-    return Bucketing(tuple(key), count=wanted)
-
-
-def is_ranged(key: Sequence[ColumnInfo]) -> bool:
-    """Whether buckets can be ranges of the first key column: a signed integer, or one that
-    fits a signed BIGINT (an unsigned BIGINT may not)."""
-    first = key[0]
-    return first.data_type in INTEGER_TYPES and not (first.data_type == "bigint" and first.unsigned)
-
-
-def _sql_key_id(key: Sequence[ColumnInfo]) -> str:
-    return f"CONCAT_WS('{SEPARATOR}', {', '.join(sql_field(c) for c in key)})"
-
-
-def _spark_key_id(key: Sequence[ColumnInfo]) -> Column:
-    return F.concat_ws(SEPARATOR, *(spark_field(c) for c in key))
 
 
 # --- pure bookkeeping ---------------------------------------------------------------------
@@ -255,14 +174,17 @@ class SourceSide:
     sums: Sums
 
 
-def source_side(conn: pymysql.connections.Connection, schema: TableSchema, rows: int) -> SourceSide:
-    """Bucket ``schema``'s table and sum its buckets, in the read view ``conn`` has open."""
-    table = qualified(schema.schema, schema.table)
+def plan_source(conn: pymysql.connections.Connection, schema: TableSchema, rows: int) -> Bucketing:
+    """How ``schema``'s table of ``rows`` rows is bucketed (its key range read in ``conn``'s read view)."""
     low = high = None
     if is_ranged(schema.key_columns):
         first = quote_ident(schema.key[0])
-        low, high = query(conn, f"SELECT MIN({first}), MAX({first}) FROM {table}")[0]
-    bucketing = plan_bucketing(schema.key_columns, rows, low, high)
+        low, high = query(conn, f"SELECT MIN({first}), MAX({first}) FROM {qualified(schema.schema, schema.table)}")[0]
+    return plan_bucketing(schema.key_columns, rows, low, high)
+
+
+def source_side(conn: pymysql.connections.Connection, schema: TableSchema, bucketing: Bucketing) -> SourceSide:
+    """Sum the buckets of ``schema``'s table in the read view ``conn`` has open."""
     sums = {int(b): (int(n), int(x)) for b, n, x in query(conn, bucket_sums_sql(schema, bucketing))}
     return SourceSide(schema, bucketing, sums)
 
@@ -283,7 +205,7 @@ def source_rows_of(conn: pymysql.connections.Connection, side: SourceSide,
     """(bucket, fingerprint, key id) of the source rows holding ``keys`` (in the read view)."""
     schema = side.schema
     names = ", ".join(quote_ident(k) for k in schema.key)
-    key_id = _sql_key_id(schema.key_columns)
+    key_id = sql_key_id(schema.key_columns)
     head = literal_percent(f"SELECT {side.bucketing.sql()}, {sql_row_hash(schema.columns)}, {key_id} "
                            f"FROM {qualified(schema.schema, schema.table)} WHERE ({names}) IN ")
     found = query_keys(conn, head, len(schema.key), keys)
@@ -300,7 +222,7 @@ def _source_bucket_rows(conn: pymysql.connections.Connection, side: SourceSide,
         return found
     where, args = side.bucketing.sql_predicate(buckets)
     shown = ", ".join(select_expression(c) for c in schema.key_columns)  # a FLOAT widened: exact
-    selected = literal_percent(f"SELECT {side.bucketing.sql()}, {_sql_key_id(schema.key_columns)}, "
+    selected = literal_percent(f"SELECT {side.bucketing.sql()}, {sql_key_id(schema.key_columns)}, "
                                f"{sql_row_hash(schema.columns)}, {shown} FROM {qualified(schema.schema, schema.table)}")
     convert = [select_converter(c) for c in schema.key_columns]
     for row in query(conn, f"{selected} WHERE {where}", args):
@@ -333,6 +255,20 @@ def silver_sums(silver: DataFrame, schema: TableSchema, bucketing: Bucketing) ->
     return {int(r["b"]): (int(r["n"]), int(r["x"])) for r in rows}
 
 
+@dataclass(frozen=True)
+class SilverSide:
+    """Silver without the keys changed between the two positions, and its bucket sums."""
+
+    rows: DataFrame
+    sums: Sums
+
+
+def silver_side(spark: SparkSession, silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
+                changed: Sequence[Key]) -> SilverSide:
+    kept = without_keys(spark, silver, schema, changed)
+    return SilverSide(kept, silver_sums(kept, schema, bucketing))
+
+
 def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
                         buckets: Sequence[int]) -> dict[int, dict[str, KeyRow]]:
     """Silver's rows of ``buckets`` (one pass over silver), by bucket and key id."""
@@ -345,7 +281,7 @@ def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucke
     # keep their own names, so no alias of ours may sit beside them (a key named "b" would).
     bucket_of = bucketing.spark()
     rows = (silver.where(bucket_of.isin(list(buckets)))
-            .select(bucket_of, _spark_key_id(schema.key_columns), spark_row_hash(schema.columns), *key_cols)
+            .select(bucket_of, spark_key_id(schema.key_columns), spark_row_hash(schema.columns), *key_cols)
             .collect())
     for r in rows:
         values = tuple(_as_stored(c, v) for c, v in zip(schema.key_columns, r[3:], strict=True))
@@ -369,27 +305,32 @@ def _as_stored(col: ColumnInfo, value: Any) -> Any:
 # --- the whole comparison ----------------------------------------------------------------
 
 
-def reconcile(conn: pymysql.connections.Connection, spark: SparkSession, side: SourceSide, silver: DataFrame,
+def too_many_changed(changed: Sequence[Key]) -> Reconciliation | None:
+    """The outcome of a table changed too much between the two positions to list its keys."""
+    if len(changed) <= MAX_CHANGED_KEYS:
+        return None
+    return Reconciliation(not_compared=(
+        f"{len(changed)} keys changed between the compared positions (more than {MAX_CHANGED_KEYS}); "
+        "run dq right after an ingest"))
+
+
+def reconcile(conn: pymysql.connections.Connection, side: SourceSide, silver: SilverSide,
               changed: Sequence[Key], *, drilled: int = DRILLED_BUCKETS) -> Reconciliation:
-    """Compare ``silver`` with the source's ``side``, leaving out the ``changed`` keys (changed
+    """Compare ``silver`` with the source's ``side``, both without the ``changed`` keys (changed
     between silver's position and the read view's, values as silver stores them). ``conn``
     must still have the read view ``side`` was summed in open. The first ``drilled`` differing
     buckets are compared key by key (``repair`` asks for all of them)."""
     schema = side.schema
-    if len(changed) > MAX_CHANGED_KEYS:
-        return Reconciliation(not_compared=(
-            f"{len(changed)} keys changed between the compared positions (more than {MAX_CHANGED_KEYS}); "
-            "run dq right after an ingest"))
     changed_rows = source_rows_of(conn, side, changed)
     source = add_rows(side.sums, ((b, h) for b, h, _ in changed_rows), sign=-1)
-    kept = without_keys(spark, silver, schema, changed)
-    mine = silver_sums(kept, schema, side.bucketing)
+    mine = silver.sums
     buckets = len(source.keys() | mine.keys())
     differences = []
     skip = {key_id for _, _, key_id in changed_rows}
     differing = differing_buckets(source, mine)
     drill = differing[:drilled]
-    theirs, ours = _source_bucket_rows(conn, side, drill), _silver_bucket_rows(kept, schema, side.bucketing, drill)
+    theirs = _source_bucket_rows(conn, side, drill)
+    ours = _silver_bucket_rows(silver.rows, schema, side.bucketing, drill)
     for bucket in differing:
         there, here = source.get(bucket, (0, 0))[0], mine.get(bucket, (0, 0))[0]
         keys: list[KeyDifference] = []

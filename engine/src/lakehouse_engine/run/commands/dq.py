@@ -3,6 +3,8 @@ position, as a report on stdout."""
 
 from __future__ import annotations
 
+import threading
+
 from ..context import CommandContext
 from ..options import Selection
 from ..printer import error_line, print_checks
@@ -14,6 +16,7 @@ def run(ctx: CommandContext, selection: Selection) -> int:
     from ...quality.dq import run_checks
 
     specs = ctx.specs(selection)
+    _import_great_expectations_meanwhile()
     # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the tables.
     spark, _ = start_pipeline(ctx)
     results = run_checks(ctx.config, spark, specs)
@@ -25,3 +28,20 @@ def run(ctx: CommandContext, selection: Selection) -> int:
                    ctx.log_format, "data quality")
         return 1
     return 0
+
+
+def _import_great_expectations_meanwhile() -> None:
+    """Import Great Expectations in the background: 3 s of Python that the checks need only after
+    Spark's JVM has started, which takes as long and mostly waits. What both threads import
+    (pyspark, pyarrow, numpy) is imported here first, so that they never import one module at once."""
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyspark.sql  # noqa: F401
+
+    def load() -> None:
+        try:
+            import great_expectations  # noqa: F401
+        except Exception:  # noqa: BLE001 - the checks import it again and report the error there
+            pass
+
+    threading.Thread(target=load, name="import-great-expectations", daemon=True).start()

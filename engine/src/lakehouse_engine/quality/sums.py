@@ -1,0 +1,95 @@
+"""Every compared table's two sides summed at once, then reconciled.
+
+The source sums its buckets with one query per table on the caller's read view, which keeps a
+MariaDB thread busy for seconds on a large table; Spark sums silver meanwhile, in a background
+thread (a Spark job waits in a py4j call, which releases the GIL). Summed one after the other,
+the two took 4.4 s and 3.3 s for 1M 18-column rows (make bench's customer table).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import pymysql
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from ..source.introspect import TableSchema
+from .bucketing import Bucketing
+from .reconcile import Key, Reconciliation, SilverSide, reconcile, silver_side, source_side
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ToReconcile:
+    """One table to reconcile: its source schema and bucketing (planned in the read view), silver
+    at the compared version, and the keys changed between the two positions."""
+
+    schema: TableSchema
+    bucketing: Bucketing
+    silver: DataFrame
+    changed: Sequence[Key]
+
+
+class _Background(Generic[R]):
+    """``work()`` run in a daemon thread (a Ctrl-C never waits for it); :meth:`result` joins it
+    and raises what it raised."""
+
+    def __init__(self, work: Callable[[], R]) -> None:
+        self._work = work
+        self._value: R | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="silver-sums", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> R:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+def reconcile_all(conn: pymysql.connections.Connection, spark: SparkSession, tables: Mapping[str, ToReconcile],
+                  drilled: int) -> dict[str, Reconciliation]:
+    """Each of ``tables`` reconciled; ``conn`` holds the read view their bucketing was planned in."""
+
+    def silver_sums() -> dict[str, SilverSide | Reconciliation]:
+        return {name: _silver(spark, table) for name, table in tables.items()}
+
+    pending = _Background(silver_sums)
+    sources = {name: source_side(conn, table.schema, table.bucketing) for name, table in tables.items()}
+    silvers = pending.result()
+    outcomes = {}
+    for name, table in tables.items():
+        silver = silvers[name]
+        if isinstance(silver, Reconciliation):
+            outcomes[name] = silver
+            continue
+        try:
+            outcomes[name] = reconcile(conn, sources[name], silver, table.changed, drilled=drilled)
+        except AnalysisException as exc:
+            outcomes[name] = _not_compared(exc)
+    return outcomes
+
+
+def _silver(spark: SparkSession, table: ToReconcile) -> SilverSide | Reconciliation:
+    try:
+        return silver_side(spark, table.silver, table.schema, table.bucketing, table.changed)
+    except AnalysisException as exc:  # e.g. a column the source has and silver has not
+        return _not_compared(exc)
+
+
+def _not_compared(exc: AnalysisException) -> Reconciliation:
+    first = str(exc).strip().splitlines()[0]
+    return Reconciliation(not_compared=f"silver's columns are not the source's ({first[:300]})")
