@@ -55,6 +55,7 @@ class Row:
     cpu_s: float
     peak_pss_mb: float
     note: str = ""
+    load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average at the step's start and end
 
     @property
     def rows_per_s(self) -> float:
@@ -255,18 +256,22 @@ class Bench:
         return measured
 
     def _row(self, name: str, rows: int, measured: Measurement, note: str = "") -> None:
-        row = Row(name, rows, measured.wall_s, measured.cpu_s, measured.peak_pss_mb, note)
+        row = Row(name, rows, measured.wall_s, measured.cpu_s, measured.peak_pss_mb, note,
+                  (measured.load_at_start, measured.load_at_end))
         self.rows.append(row)
         print(f"    {row.rows:>10,} rows  {row.wall_s:8.1f} s  {row.rows_per_s:>9,.0f} rows/s  "
-              f"cpu {row.cpu_s:7.1f} s  peak {row.peak_pss_mb:7.0f} MB  {note}", flush=True)
+              f"cpu {row.cpu_s:7.1f} s  peak {row.peak_pss_mb:7.0f} MB  load {_load(row)}  {note}", flush=True)
 
     def _report(self) -> None:
         print(f"\nBenchmark: {self.args.rows:,} TPC-DS customer rows, {os.cpu_count()} cores, "
               f"{dt.datetime.now().isoformat(timespec='seconds')}")
-        print(f"{'step':<46} {'rows':>10} {'wall s':>8} {'rows/s':>9} {'CPU s':>8} {'peak MB':>8}")
+        print(f"{'step':<46} {'rows':>10} {'wall s':>8} {'rows/s':>9} {'CPU s':>8} {'peak MB':>8} "
+              f"{'load start/end':>14}")
         for row in self.rows:
             print(f"{row.name:<46} {row.rows:>10,} {row.wall_s:>8.1f} {row.rows_per_s:>9,.0f} "
-                  f"{row.cpu_s:>8.1f} {row.peak_pss_mb:>8.0f}  {row.note}")
+                  f"{row.cpu_s:>8.1f} {row.peak_pss_mb:>8.0f} {_load(row):>14}  {row.note}")
+        print(f"(load: the 1-minute load average as each step started and ended; above {os.cpu_count()} "
+              "the machine was busy and the step's figures are not comparable)")
         by_name = {r.name: r for r in self.rows}
         ratios = {}
         ours = by_name.get("ours: snapshot -> bronze+silver")
@@ -277,6 +282,10 @@ class Bench:
         decoded = by_name.get("raw binlog decode (python-mysql-replication)")
         if catch_up and decoded and decoded.rows_per_s:
             ratios["binlog catch-up vs raw decode"] = round(catch_up.rows_per_s / decoded.rows_per_s, 2)
+        checked = by_name.get("ours: dq (count, keys, values)")
+        if checked and ours and ours.wall_s:
+            # Issue 29's target: dq at most half the snapshot's wall time on the same table.
+            ratios["dq wall time / snapshot wall time (target <= 0.5)"] = round(checked.wall_s / ours.wall_s, 2)
         for name, value in ratios.items():
             print(f"{name:<56} {value:>6.2f}x")
         for name, value in self.extra.items():
@@ -287,6 +296,10 @@ class Bench:
         path = self.build / "results.json"
         path.write_text(json.dumps(results, indent=2) + "\n")
         print(f"results: {path}")
+
+
+def _load(row: Row) -> str:
+    return f"{row.load[0]:.2f}/{row.load[1]:.2f}"
 
 
 def steady_commits(commits: list[tuple[float, tuple[str, int]]],

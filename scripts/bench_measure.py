@@ -43,6 +43,10 @@ class Measurement:
     returncode: int
     output: str  # stdout and stderr, interleaved
     cpu_at_mark_s: float | None = None  # the tree's CPU seconds at ``mark_s`` into the run
+    # The machine's 1-minute load average as the command started and as it ended: a figure taken
+    # on a loaded machine (load above the cores) is not comparable with a quiet one.
+    load_at_start: float = 0.0
+    load_at_end: float = 0.0
 
     def cpu_share_after_mark(self, mark_s: float) -> float | None:
         """The tree's CPU seconds per second after the mark (of one core; 1.0 = a whole core)."""
@@ -109,6 +113,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
     run (a steady state's cost, e.g. an idle follow's, without its start-up)."""
     log = log or Path(f"/tmp/bench-{os.getpid()}-{time.monotonic_ns()}.log")
     cpu_before = _cpu_of_children()
+    load_at_start = os.getloadavg()[0]
     started = time.monotonic()
     with open(log, "w") as out:
         process = subprocess.Popen(list(command), cwd=cwd, env=dict(env) if env else None,
@@ -152,7 +157,8 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
     cpu = max(_cpu_of_children() - cpu_before, sum(own_cpu.values()))
     return Measurement(round(wall, 2), round(cpu, 2), round(peak_kb / 1024, 1),
                        returncode if returncode is not None else -1, log.read_text(errors="replace"),
-                       None if cpu_at_mark is None else round(cpu_at_mark, 2))
+                       None if cpu_at_mark is None else round(cpu_at_mark, 2),
+                       round(load_at_start, 2), round(os.getloadavg()[0], 2))
 
 
 def _reap(main_pid: int, returncode: int | None) -> int | None:

@@ -102,3 +102,17 @@ def test_the_steady_freshness_leaves_out_the_writes_of_the_warm_up():
               (120.0, ("mysql-bin.000001", 30)), (150.0, ("mysql-bin.000001", 40))]
     assert bench.steady_commits(writes, 20.0) == writes[2:]
     assert bench.steady_commits([], 20.0) == []
+
+
+def test_each_step_records_the_load_average_as_it_started_and_as_it_ended(tmp_path, monkeypatch, capsys):
+    import bench_measure
+
+    readings = iter([(1.5, 0.0, 0.0), (3.25, 0.0, 0.0)])
+    monkeypatch.setattr(bench_measure.os, "getloadavg", lambda: next(readings))
+    measured = bench_measure.run([sys.executable, "-c", "pass"], log=tmp_path / "out.log")
+    assert (measured.load_at_start, measured.load_at_end) == (1.5, 3.25)
+    runner = bench.Bench.__new__(bench.Bench)
+    runner.rows = []
+    runner._row("step", 10, measured)
+    assert runner.rows[0].load == (1.5, 3.25)
+    assert "load 1.50/3.25" in capsys.readouterr().out
