@@ -6,11 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 from lakehouse_engine import errors
-from lakehouse_engine.sink import paths, shipping
+from lakehouse_engine.sink import shipping
+from lakehouse_engine.sink.objectstore import ObjectStore, object_path
 from lakehouse_engine.snapshot.reader import task_error
+from lakehouse_engine.snapshot.staging import Staging, staging_area
 
 MISSING = """org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 4 times
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
@@ -70,13 +71,34 @@ def test_a_python_that_could_not_be_forked_for_lack_of_memory_stays_a_retriable_
     assert type(task_error(Exception(text), "orders")) is errors.SourceUnavailableError
 
 
-def test_snapshot_files_stage_in_a_local_lake_and_an_object_store_snapshot_on_a_cluster_is_one_line(tmp_path):
+def test_snapshot_files_stage_in_a_local_lake_in_an_s3a_lakes_bucket_on_a_cluster_and_elsewhere_refuse_in_one_line(
+        tmp_path):
     target = tmp_path / "target"
-    assert paths.staging_folder("/data/lake", target, "spark://m:7077") == Path("/data/lake/_staging")
-    assert paths.staging_folder("s3a://bucket/lake", target, "local[*]") == target / "staging"
+    conf = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.hadoop.fs.s3a.path.style.access": "true"}
+    assert staging_area("/data/lake", target, "spark://m:7077", conf) == Staging("/data/lake/_staging")
+    assert staging_area("s3a://bucket/lake", target, "local[*]", conf) == Staging(str(target / "staging"))
+    in_bucket = staging_area("s3a://bucket/lake/", target, "spark://m:7077", conf)
+    assert in_bucket.root == "s3a://bucket/lake/_staging"
+    assert in_bucket.store == ObjectStore(endpoint="127.0.0.1:9000", https=False, path_style=True)
+    assert in_bucket.batch_folder("orders", "run-1", 3) == "s3a://bucket/lake/_staging/orders/run-1-3"
     try:
-        paths.staging_folder("s3a://bucket/lake", target, "spark://m:7077")
+        staging_area("abfss://c@account.dfs.core.windows.net/lake", target, "spark://m:7077", conf)
     except errors.ConfigError as error:
-        assert "\n" not in str(error) and "spark.master local[*]" in str(error)
+        assert "\n" not in str(error) and "spark.master local[*]" in str(error) and "s3a://" in str(error)
     else:
         raise AssertionError("a cluster's tasks would stage on the driver's disk")
+
+
+def test_tasks_reach_the_bucket_with_s3as_own_settings_and_keys_never_show_in_a_repr():
+    store = ObjectStore.from_spark_conf([
+        ("spark.hadoop.fs.s3a.endpoint", "minio.internal:9000"),
+        ("spark.hadoop.fs.s3a.connection.ssl.enabled", "false"),
+        ("spark.hadoop.fs.s3a.endpoint.region", "eu-west-1"), ("spark.hadoop.fs.s3a.access.key", "AKIA-SECRET-ID"),
+        ("spark.hadoop.fs.s3a.secret.key", "very-secret"), ("spark.executor.memory", "1g")])
+    assert (store.endpoint, store.https, store.region) == ("minio.internal:9000", False, "eu-west-1")
+    assert not store.path_style
+    assert (store.access_key, store.secret_key) == ("AKIA-SECRET-ID", "very-secret")
+    assert "SECRET" not in repr(store) and "secret" not in repr(store)
+    assert ObjectStore.from_spark_conf({}) == ObjectStore()  # AWS itself, keys from the default chain
+    assert ObjectStore.from_spark_conf({"spark.hadoop.fs.s3a.endpoint": "https://s3.example:443"}).https
+    assert object_path("s3a://bucket/lake/_staging/t/") == "bucket/lake/_staging/t"

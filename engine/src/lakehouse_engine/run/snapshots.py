@@ -27,9 +27,9 @@ from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, S
 from ..errors import ConfigError, FatalError, SourceUnavailableError
 from ..logs import PROGRESS
 from ..sink import bronze, silver
-from ..sink import paths as lake
 from ..snapshot.chunking import Chunk, plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
+from ..snapshot.staging import staging_area
 from ..snapshot.window import LowWatermarks, Window, resolve
 from ..source.connection import check_on_source, current_position, gtid_position_at, reports_snapshot_positions
 from ..source.introspect import TableSchema, describe_table
@@ -201,8 +201,9 @@ class SnapshotRunner:
             watermarks, rows = snapshot_batch(
                 self.spark, profile=self.config.source, table=schema, chunks=chunks,
                 bronze_path=path, checkpoint=attempt,
-                staging=lake.staging_folder(self.config.lake_root, self.config.target_dir,
-                                            self.spark.sparkContext.master or ""),
+                staging=staging_area(self.config.lake_root, self.config.target_dir,
+                                     self.spark.sparkContext.master or "",
+                                     dict(self.spark.sparkContext.getConf().getAll())),
                 # A silver transform is Spark code, and history has columns of its own: silver
                 # then takes the rows by MERGE only.
                 silver_path=(self.config.table_path(Layer.SILVER, spec.name)

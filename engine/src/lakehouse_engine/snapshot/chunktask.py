@@ -32,6 +32,7 @@ from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap
 from ..sink.arrows import arrow_schema
+from ..sink.objectstore import ObjectStore, object_path
 from ..sink.silver import SILVER_META
 from ..source.connection import connection, qualified, start_consistent_snapshot
 from ..source.introspect import TableSchema
@@ -60,6 +61,7 @@ class ChunkTask:
     # Column names inside the files (:mod:`columnmap`), None: the logical names.
     bronze_names: Mapping[str, str] | None = None
     silver_names: Mapping[str, str] | None = None
+    store: ObjectStore | None = None  # ``folder`` is in this object store (s3a://...), else local
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,8 @@ class _ChunkFiles:
     def __init__(self, task: ChunkTask, schema: pa.Schema):
         # Unique names: a retried task's earlier files are never committed, so cannot collide.
         name = f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
-        self._path = os.path.join(task.folder, name)
+        self._path = f"{task.folder.rstrip('/')}/{name}"
+        self._store = task.store
         self._silver_path = os.path.join(task.folder, "silver", name) if task.seed_silver else None
         self._silver_columns = silver_columns(task.table)
         self._bronze_names = columnmap.renamed(schema.names, task.bronze_names)
@@ -181,7 +184,11 @@ class _ChunkFiles:
         silver = (rows.select(self._silver_columns).rename_columns(self._silver_file_names)
                   if self._silver_path is not None else None)
         if not self._writers:
-            self._writers.append(pq.ParquetWriter(self._path, named.schema, compression="snappy"))
+            if self._store is not None:  # straight into the bucket: no executor disk is involved
+                self._writers.append(pq.ParquetWriter(object_path(self._path), named.schema, compression="snappy",
+                                                      filesystem=self._store.filesystem()))
+            else:
+                self._writers.append(pq.ParquetWriter(self._path, named.schema, compression="snappy"))
             if self._silver_path is not None and silver is not None:
                 os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
                 self._writers.append(pq.ParquetWriter(self._silver_path, silver.schema, compression="snappy"))

@@ -6,11 +6,12 @@ A batch of chunks becomes one Spark job whose tasks read and stage the chunks
 commit whose checkpoint holds the chunks' watermarks, and turns an error raised inside a task
 back into the engine error it was.
 
-The tasks write their files into a staging folder (:func:`..sink.paths.staging_folder`): the
-local lake's ``_staging``, which every executor sees where the lake is shared. The driver moves
-them into bronze's folder (a rename) and commits them as they are (:mod:`deltafiles`): the JVM
-never touches the rows. Other lake roots (s3a://...) stage in the project's ``target/staging``,
-which only executors on the driver's host see, and get the staged files appended by Spark.
+The tasks write their files into a staging folder (:mod:`staging`): the local lake's
+``_staging``, which every executor sees where the lake is shared. The driver moves them into
+bronze's folder (a rename) and commits them as they are (:mod:`deltafiles`): the JVM never
+touches the rows. An object-store lake (s3a://...) stages in the project's ``target/staging`` on
+a local master, and under the lake's own ``_staging/`` prefix on a cluster (the tasks write it
+through pyarrow); either way the driver reads the staged files with Spark and appends them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition
 from .chunking import Chunk
 from .chunktask import ChunkTask, StagedChunk, silver_columns, stage_chunks
+from .staging import Staging
 from .window import Window
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ def snapshot_batch(
     chunks: Sequence[Chunk],
     bronze_path: str,
     checkpoint: Checkpoint,
-    staging: Path,
+    staging: Staging,
     silver_path: str | None = None,
     window: Window | None = None,
     server_ids: tuple[int, int] = (0, 0),
@@ -105,11 +107,10 @@ def snapshot_batch(
     direct = localfiles.is_local(bronze_path)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
     # Staged under the lake table's name (two project tables may copy one source table).
-    staged_for = staging / bronze_path.rstrip("/").rsplit("/", 1)[-1]
-    remove_stale_staging(staged_for)
-    folder = staged_for / f"{checkpoint.run_id}-{checkpoint.batch}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    lake_table = bronze_path.rstrip("/").rsplit("/", 1)[-1]
+    staging.remove_stale(staging.table_folder(lake_table))
+    folder = staging.batch_folder(lake_table, checkpoint.run_id, checkpoint.batch)
+    staging.reset(folder)
     schema = bronze.bronze_schema(spark_schema(table))
     if direct and columnmap.needs_mapping(schema.names):
         # Delta names a mapped table's files' columns itself: the tasks need those names.
@@ -122,9 +123,9 @@ def snapshot_batch(
                 if direct else None)
     moved: list[Path] = []
     try:
-        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, str(folder), seed,
+        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, folder, seed,
                            window.for_task(slot, server_ids) if window is not None else None,
-                           bronze_names, silver_names)
+                           bronze_names, silver_names, staging.store)
                  for slot, c in enumerate(chunks)]
         try:
             slices = task_count(len(tasks), spark.sparkContext.defaultParallelism)
@@ -161,32 +162,10 @@ def snapshot_batch(
                     else spark.createDataFrame([], _nullable(schema)))
             bronze.append(rows, bronze_path, committed)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        staging.remove(folder)
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
     return watermarks, sum(s.rows for s in staged)
-
-
-# A finished or failed batch removes its own staged files; a killed one (kill -9, a lost host)
-# leaves them, never committed. Another checkout sharing the lake (its own locks) may be staging
-# the same table right now, so only folders untouched for this long are a dead run's.
-STALE_STAGING_S = 24 * 3600.0
-
-
-def remove_stale_staging(staged_for: Path, now: float | None = None) -> None:
-    """Remove what killed runs left staged for one table (folders older than STALE_STAGING_S)."""
-    now = time.time() if now is None else now
-    try:
-        folders = list(staged_for.iterdir())
-    except OSError:  # none yet
-        return
-    for folder in folders:
-        try:
-            stale = now - folder.stat().st_mtime > STALE_STAGING_S
-        except OSError:  # removed meanwhile by its own run
-            continue
-        if stale:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 # Spark tasks per core and batch: each task costs its Python worker about 0.15 s of CPU whatever
