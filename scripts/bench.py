@@ -4,9 +4,11 @@ It generates a project (``build/bench/bench-lakehouse``, its own MariaDB on port
 TPC-DS ``customer`` rows (``--rows``, default 2M), and measures, each as a separate process
 tree (wall, CPU seconds, peak PSS; see ``bench_measure``):
 
-1. a plain single-connection pymysql scan of the table (the floor for any reader);
+1. a plain single-connection pymysql scan of the table, and MariaDB's C client streaming it to
+   /dev/null (the floors for a Python and for any reader);
 2. our snapshot into bronze and silver (``ingest``, Spark start included);
-3. dlt's ``sql_table`` (pyarrow backend) into Delta, in its own virtualenv;
+3. the peers, in a virtualenv of their own: dlt's ``sql_table`` into Delta with each of its
+   readers (pyarrow, connectorx), and connectorx straight into delta-rs (2 partitions);
 4. an ingest with nothing to do (the fixed cost of a run);
 5. ``--changes`` mixed changes (60% updates, 20% inserts, 20% deletes): the raw
    python-mysql-replication decode of that binlog range, then our binlog catch-up of it;
@@ -24,6 +26,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,6 +45,8 @@ PASSWORD = "bench-only-password"
 IDLE_FOLLOW_S = 120.0  # the idle follow run: Spark's start and a first cycle, then idle
 IDLE_MARK_S = 60.0  # from here on the follow is idle (its start-up takes 10-40 s)
 PACKAGE = "bench_lakehouse"
+CX_DELTA = "connectorx -> delta-rs (2 partitions)"
+C_CLIENT = "mariadb --quick (C client) -> /dev/null"
 SERVER_ID = 6999  # the raw decoder's; the project's readers use 5400-5499
 
 
@@ -115,10 +120,11 @@ class Bench:
         self._row("pymysql scan (1 connection)", _json(scan)["rows"], scan)
         ours = self._measure("snapshot", self._cli("ingest"))
         self._row("ours: snapshot -> bronze+silver", rows, ours, _ingest_note(ours))
+        self._c_client()
         if self.args.skip_dlt:
             self.extra["dlt"] = "skipped (--skip-dlt)"
         else:
-            self._dlt()
+            self._peers()
         idle = self._measure("no-change", self._cli("ingest"))
         self._row("ours: ingest with no changes", 0, idle)
         self._changes()
@@ -155,27 +161,58 @@ class Bench:
         # Only now: the MariaDB daemon started above must not become one of our measured orphans.
         bench_measure.become_subreaper()
 
-    def _dlt(self) -> None:
+    def _peers(self) -> None:
+        """The other ways to copy the table, each into a Delta table of its own: dlt with each of
+        its two readers, and the plainest fast copy (connectorx into delta-rs, no change capture)."""
+        python = self._peer_python()
+        for backend in ("pyarrow", "connectorx"):
+            dest = self.build / f"dlt-lake-{backend}"
+            shutil.rmtree(dest, ignore_errors=True)
+            measured = self._measure(f"dlt-{backend}", [
+                str(python), str(TEMPLATE / "scripts" / "bench_dlt.py"), *self._source_args(), "--dest", str(dest),
+                "--backend", backend])
+            result = _json(measured)
+            self._row(f"dlt sql_table ({backend}) -> Delta", int(result["rows"]), measured,
+                      f"dlt {result.get('dlt_version', '?')}")
+        dest = self.build / "cx-lake"
+        measured = self._measure("connectorx-delta", [
+            str(python), str(TEMPLATE / "scripts" / "bench_cx_delta.py"), *self._source_args(), "--dest", str(dest),
+            "--key", bench_source.KEY, "--partitions", "2"])
+        result = _json(measured)
+        self._row(CX_DELTA, int(result["rows"]), measured, f"connectorx {result.get('connectorx_version', '?')}")
+
+    def _peer_python(self) -> Path:
         venv = self.build / "dlt-venv"
         python = venv / "bin" / "python"
         requirements = TEMPLATE / "scripts" / "bench-dlt-requirements.txt"
         stamp = venv / ".installed"
         if not stamp.exists() or stamp.read_text() != requirements.read_text():
-            print("==> installing dlt into its own virtualenv", flush=True)
+            print("==> installing dlt and connectorx into their own virtualenv", flush=True)
             _check(subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], capture_output=True,
                                   text=True), "venv")
             _check(subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(requirements)],
                                   capture_output=True, text=True), "pip install dlt")
             stamp.write_text(requirements.read_text())
-        dest = self.build / "dlt-lake"
-        shutil.rmtree(dest, ignore_errors=True)
-        measured = self._measure("dlt", [
-            str(python), str(TEMPLATE / "scripts" / "bench_dlt.py"), "--host", self.source.host,
-            "--port", str(PORT), "--user", self.source.user, "--database", self.source.database,
-            "--table", bench_source.TABLE, "--dest", str(dest)])
-        result = _json(measured)
-        self._row("dlt sql_table (pyarrow) -> Delta", int(result["rows"]), measured,
-                  f"dlt {result.get('dlt_version', '?')}")
+        return python
+
+    def _source_args(self) -> list[str]:
+        return ["--host", self.source.host, "--port", str(PORT), "--user", self.source.user,
+                "--database", self.source.database, "--table", bench_source.TABLE]
+
+    def _c_client(self) -> None:
+        """MariaDB's own C client streaming the table to /dev/null: the floor for any reader."""
+        client = shutil.which("mariadb") or shutil.which("mysql")
+        if client is None:
+            self.extra["c_client"] = "not measured: no mariadb client on PATH"
+            return
+        line = (f"{shlex.quote(client)} --quick --batch --skip-column-names -h {self.source.host} -P {PORT} "
+                f"-u {shlex.quote(self.source.user)} {shlex.quote(self.source.database)} "
+                f"-e 'SELECT * FROM {bench_source.TABLE}' > /dev/null")
+        measured = bench_measure.run(["sh", "-c", line], cwd=self.project, env={**self.env, "MYSQL_PWD": PASSWORD},
+                                     log=self.build / "c-client.log")
+        if measured.returncode != 0:
+            raise SystemExit(f"ERROR: bench step c-client failed (exit {measured.returncode}):\n{measured.tail()}")
+        self._row(C_CLIENT, self.args.rows, measured, "rows: the table's")
 
     def _changes(self) -> None:
         mix = bench_source.ChangeMix.of(self.args.changes)
@@ -275,9 +312,16 @@ class Bench:
         by_name = {r.name: r for r in self.rows}
         ratios = {}
         ours = by_name.get("ours: snapshot -> bronze+silver")
-        for other in ("dlt sql_table (pyarrow) -> Delta", "pymysql scan (1 connection)"):
+        # Issue 29's targets: at least the dlt connectorx backend at 2M rows and the plain
+        # connectorx -> delta-rs copy at 6M rows (ratios are our rows/s over the peer's).
+        for other, target in (("dlt sql_table (connectorx) -> Delta", " (target >= 1 at 2M rows)"),
+                              (CX_DELTA, " (target >= 1 at 6M rows)"), ("dlt sql_table (pyarrow) -> Delta", ""),
+                              (C_CLIENT, ""), ("pymysql scan (1 connection)", "")):
             if ours and other in by_name and by_name[other].rows_per_s:
-                ratios[f"snapshot vs {other}"] = round(ours.rows_per_s / by_name[other].rows_per_s, 2)
+                ratios[f"snapshot vs {other}{target}"] = round(ours.rows_per_s / by_name[other].rows_per_s, 2)
+                ratios[f"snapshot CPU s / {other}'s (target <= 2 vs connectorx)"
+                       if "connectorx" in other else f"snapshot CPU s / {other}'s"] = round(
+                    ours.cpu_s / max(by_name[other].cpu_s, 0.01), 2)
         catch_up = by_name.get("ours: binlog catch-up -> bronze+silver")
         decoded = by_name.get("raw binlog decode (python-mysql-replication)")
         if catch_up and decoded and decoded.rows_per_s:
@@ -287,7 +331,7 @@ class Bench:
             # Issue 29's target: dq at most half the snapshot's wall time on the same table.
             ratios["dq wall time / snapshot wall time (target <= 0.5)"] = round(checked.wall_s / ours.wall_s, 2)
         for name, value in ratios.items():
-            print(f"{name:<56} {value:>6.2f}x")
+            print(f"{name:<80} {value:>6.2f}x")
         for name, value in self.extra.items():
             print(f"{name}: {value}")
         results = {"rows": self.args.rows, "cores": os.cpu_count(), "at": dt.datetime.now().isoformat(),

@@ -11,7 +11,8 @@ the project's venv::
         --dest build/bench/dlt-out
 
 What it does: a full snapshot of ``--table`` with dlt's ``sql_table`` source
-(``backend="pyarrow"``, ``--chunk-size`` rows per batch, dlt defaults otherwise)
+(``--backend``: ``pyarrow``, the default, or ``connectorx``; ``--chunk-size`` rows per batch, dlt
+defaults otherwise)
 into the ``filesystem`` destination rooted at ``--dest`` with
 ``table_format="delta"`` and ``write_disposition="replace"``.
 
@@ -68,6 +69,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dest", required=True, type=Path, help="output folder; must be absent or empty")
     parser.add_argument("--dataset", default=None, help="dlt dataset name (folder under --dest); default: --database")
     parser.add_argument("--chunk-size", type=int, default=50_000, help="rows per batch from the source (default 50000)")
+    parser.add_argument("--backend", choices=("pyarrow", "connectorx"), default="pyarrow",
+                        help="dlt's reader: pyarrow (SQLAlchemy rows to Arrow) or connectorx (a Rust reader)")
     return parser.parse_args(argv)
 
 
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         resource = sql_table(
             credentials=engine,
             table=args.table,
-            backend="pyarrow",
+            backend=args.backend,
             chunk_size=args.chunk_size,
         )
         pipeline = dlt.pipeline(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pymysql
 
 TABLE = "customer"
+KEY = "c_customer_sk"  # its integer primary key
 LOAD_PIECE = 100_000  # rows per INSERT ... SELECT (one transaction each)
 CHANGE_PIECE = 5_000  # rows per change transaction
 
