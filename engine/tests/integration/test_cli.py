@@ -193,6 +193,21 @@ def test_a_read_only_lake_is_one_configuration_line_recorded_in_run_results(spar
     assert "Traceback" in log_text(config) and "PermissionError" in log_text(config)
 
 
+def test_dq_checks_a_read_only_lake_which_an_ingest_refuses(spark, config):
+    # dq only reads the lake: a checker with read-only rights (or a read-only mount) runs it.
+    Pipeline(config, spark, "earlier-run").ingest([TableSpec("customers", "customers")])
+    prefix = tuple(as_unprivileged_root())
+    subprocess.run(["chmod", "-R", "a-w", config.lake_root], check=True)
+    try:
+        refused = cli(config, "ingest", "--select", "customers", prefix=prefix)
+        checked = cli(config, "dq", "--select", "customers", prefix=prefix)
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", config.lake_root], check=True)
+    assert refused.returncode == 2 and "is not a writable folder" in refused.stderr  # the lake is read-only
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-3000:]
+    assert "customers                PASS" in checked.stdout and "hold the source's values" in checked.stdout
+
+
 def test_a_lake_root_that_cannot_be_a_folder_is_one_configuration_line(config, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -20,13 +20,14 @@ if TYPE_CHECKING:  # Spark and the pipeline are imported only by the commands th
 
 
 def lake_spark(config: ProjectConfig, *, long_running: bool = False,
-               before_spark: Callable[[], None] | None = None) -> SparkSession:
-    """Spark for a command that writes the lake: the lake checked writable first (and
-    ``before_spark()`` run, e.g. the source's preflight, to fail fast before Spark takes seconds
-    to start), then its file system checked through Spark."""
+               before_spark: Callable[[], None] | None = None, writes: bool = True) -> SparkSession:
+    """Spark for a command on the lake: the lake checked writable first when the command
+    ``writes`` (and ``before_spark()`` run, e.g. the source's preflight, to fail fast before
+    Spark takes seconds to start), then its file system checked through Spark."""
     from ...sink.spark import get_spark
 
-    lake.check_writable(config.lake_root)
+    if writes:
+        lake.check_writable(config.lake_root)
     if before_spark is not None:
         before_spark()
     spark = get_spark(config, long_running=long_running)
@@ -34,10 +35,11 @@ def lake_spark(config: ProjectConfig, *, long_running: bool = False,
     return spark
 
 
-def start_pipeline(ctx: CommandContext, *, long_running: bool = False,
-                   preflighted: bool = False) -> tuple[SparkSession, Pipeline]:
+def start_pipeline(ctx: CommandContext, *, long_running: bool = False, preflighted: bool = False,
+                   writes: bool = True) -> tuple[SparkSession, Pipeline]:
     """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader.
-    ``preflighted``: the source's setup was checked already by this invocation."""
+    ``preflighted``: the source's setup was checked already by this invocation; ``writes``:
+    False for a command that only reads the lake (``dq``), which then runs on a read-only one."""
     from ...cdc.feed import BinlogFeed
     from ...source.connection import connection
     from ...source.preflight import run_preflight
@@ -47,7 +49,8 @@ def start_pipeline(ctx: CommandContext, *, long_running: bool = False,
         with connection(ctx.config.source) as conn:
             run_preflight(conn)
 
-    spark = lake_spark(ctx.config, long_running=long_running, before_spark=None if preflighted else preflight)
+    spark = lake_spark(ctx.config, long_running=long_running, before_spark=None if preflighted else preflight,
+                       writes=writes)
     return spark, Pipeline(ctx.config, spark, ctx.invocation.id, feed=BinlogFeed() if long_running else None)
 
 

@@ -17,8 +17,9 @@ def run(ctx: CommandContext, selection: Selection) -> int:
 
     specs = ctx.specs(selection)
     _import_great_expectations_meanwhile()
-    # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the tables.
-    spark, _ = start_pipeline(ctx)
+    # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the tables,
+    # and on a lake mounted read-only (an analyst's machine, a checker with read-only rights).
+    spark, _ = start_pipeline(ctx, writes=False)
     results = run_checks(ctx.config, spark, specs)
     print_checks(results)
     failed = [r.table for r in results if not r.success]
