@@ -15,7 +15,7 @@ from lakehouse_engine.config.project import SnapshotMode
 from lakehouse_engine.errors import FatalError, SourceUnavailableError
 from lakehouse_engine.ops import Op
 from lakehouse_engine.snapshot import window as window_module
-from lakehouse_engine.snapshot.window import LowWatermarks, Window, changes_in, replay, resolve
+from lakehouse_engine.snapshot.window import LowWatermarks, TaskWindows, Window, changes_in, replay, resolve
 from lakehouse_engine.state.positions import BinlogPosition
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -217,3 +217,41 @@ def test_a_catch_up_read_that_never_reaches_its_stop_is_a_retriable_error(monkey
     monkeypatch.setattr(passes_module, "REACH_PAUSE_S", 0)
     with pytest.raises(SourceUnavailableError, match="stopped at .* before .*run again"):
         list(capture_module.read_transactions(ShortReads(50), at(10), at(90)))
+
+
+def test_a_tasks_later_chunk_replays_from_a_high_watermark_read_the_margin_before_its_select():
+    now = [0.0]
+    windows = TaskWindows(at(10), margin_s=10, clock=lambda: now[0])
+    assert windows.low() == at(10)  # the first chunk: the batch's low watermark
+    now[0] = 4
+    windows.read_to(at(50))  # its high watermark
+    assert windows.low() == at(10)  # read 0 s ago: too young to be a low watermark
+    now[0] = 9
+    windows.read_to(at(90))
+    now[0] = 15
+    assert windows.low() == at(50)  # read 11 s before this chunk: old enough
+    now[0] = 40
+    assert windows.low() == at(90)  # the newest old enough, never an older one again
+
+
+def test_a_tasks_windows_read_the_binlog_once_and_each_gets_exactly_its_own_transactions():
+    import random
+
+    rng = random.Random(3)
+    ends = sorted(rng.sample(range(11, 2000), 300))
+    everything = [Transaction((), at(e)) for e in ends]
+    reads: list[tuple[int, int]] = []
+
+    def read(start: BinlogPosition, stop: BinlogPosition):
+        reads.append((start.offset, stop.offset))
+        return [t for t in everything if start < t.end <= stop]
+
+    windows = TaskWindows(at(10))
+    low, high = 10, 10
+    for _ in range(40):
+        low = rng.randint(low, high)  # lows never fall back; a window may start past the last high
+        high = rng.randint(max(low, high), min(2000, high + 120))
+        got = windows.transactions(at(low), at(high), read)
+        assert got == [t for t in everything if at(low) < t.end <= at(high)]
+    covered = sorted(reads)
+    assert all(a[1] <= b[0] for a, b in zip(covered, covered[1:], strict=False)), "binlog read twice"

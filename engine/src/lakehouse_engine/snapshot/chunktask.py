@@ -41,7 +41,7 @@ from ..source.textcolumns import column_converter
 from ..source.typemap import select_list, spark_schema
 from ..state.positions import BinlogPosition, sequence
 from .chunking import Chunk, chunk_predicate
-from .window import Window, read_in_window
+from .window import TaskWindows, Window, read_in_window
 
 ROW_GROUP_ROWS = 131_072  # rows gathered before a Parquet row group is written
 
@@ -85,9 +85,10 @@ def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
     first = next(pending, None)
     if first is None:
         return
+    windows = TaskWindows(first.window.low) if first.window is not None else None
     with connection(first.profile) as conn:
         for task in itertools.chain([first], pending):
-            yield stage_chunk(task, conn)
+            yield stage_chunk(task, conn, windows)
 
 
 def silver_columns(table: TableSchema) -> list[str]:
@@ -95,8 +96,10 @@ def silver_columns(table: TableSchema) -> list[str]:
     return [*table.column_names, *SILVER_META]
 
 
-def stage_chunk(task: ChunkTask, conn: pymysql.connections.Connection) -> StagedChunk:
-    """Read one chunk on ``conn`` and stage its file(s)."""
+def stage_chunk(task: ChunkTask, conn: pymysql.connections.Connection,
+                windows: TaskWindows | None = None) -> StagedChunk:
+    """Read one chunk on ``conn`` and stage its file(s); ``windows``: the window reads of the
+    task's earlier chunks (a window read)."""
     table = task.table
     schema = arrow_schema(bronze.bronze_schema(spark_schema(table)))
     data = pa.schema(list(schema)[: len(table.columns)])
@@ -113,7 +116,7 @@ def stage_chunk(task: ChunkTask, conn: pymysql.connections.Connection) -> Staged
             conn.commit()
             return rows
 
-        rows, watermark = read_in_window(conn, task.profile, table, task.chunk, task.window, select)
+        rows, watermark = read_in_window(conn, task.profile, table, task.chunk, task.window, select, windows)
         blocks = rows.to_batches(max_chunksize=ROW_GROUP_ROWS)
     meta = (Op.READ.value, sequence(watermark, 0), watermark.file, watermark.offset, None, now,
             task.run_id, task.batch)

@@ -16,6 +16,12 @@ position is always harmless, so the driver takes as a batch's low watermark a po
 at least ``LOW_MARGIN_S`` earlier (or at the run's start): a transaction would have to wait that
 long between its binlog write and its engine commit to be missed. This is a margin, not a
 proof: without writing to the source there is no exact test on MySQL.
+
+Within a batch, each Spark task reads its chunks one after the other (:class:`TaskWindows`): a
+later chunk's low watermark is one of the task's own earlier high watermarks, read at least the
+same margin before its SELECT, and the task decodes the binlog once for all its windows. Under a
+steady writer a chunk's replay is then bounded by the margin plus its own read time; with the
+batch's low watermark for every chunk, the chunks read last replayed the whole batch so far.
 """
 
 from __future__ import annotations
@@ -88,6 +94,10 @@ class LowWatermarks:
     def sample(self, position: BinlogPosition) -> None:
         self._samples.append((self._clock(), position))
 
+    def seed(self, position: BinlogPosition) -> None:
+        """A position known to be at least ``margin_s`` old already (the batch's low watermark)."""
+        self._samples.insert(0, (float("-inf"), position))
+
     def low(self) -> BinlogPosition:
         if not self._samples:
             raise ValueError("no position sampled yet")
@@ -96,6 +106,51 @@ class LowWatermarks:
         if old:
             del self._samples[: old[-1]]  # never needed again: a later sample is old enough
         return self._samples[0][1]
+
+
+class TaskWindows:
+    """One Spark task's window reads, chunk after chunk (the task's chunks are read one after the
+    other on one connection).
+
+    - Each chunk's low watermark is the newest position this task read at least ``margin_s``
+      before the chunk's SELECT (its earlier chunks' high watermarks), else the batch's: the same
+      margin argument as the batch's own (:class:`LowWatermarks`), so the replay of a chunk read
+      late in a long batch no longer starts at the batch's beginning.
+    - The binlog is read once for all of them: the transactions read for one chunk's window stay
+      in memory for the next window, which overlaps it, and only what lies past the last high
+      watermark is read. Transactions before the current low watermark are dropped.
+
+    Under a steady writer a chunk's replay is then about ``margin_s`` plus its own read time of
+    binlog, where it was the whole batch's so far; the binlog is decoded once per task."""
+
+    def __init__(self, batch_low: BinlogPosition, margin_s: float = LOW_MARGIN_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lows = LowWatermarks(margin_s, clock)
+        self._lows.seed(batch_low)
+        self._read: list[Transaction] = []  # every transaction of (``_from``, ``_until``]
+        self._from: BinlogPosition | None = None
+        self._until: BinlogPosition | None = None
+
+    def low(self) -> BinlogPosition:
+        """The next chunk's low watermark (asked right before its SELECT)."""
+        return self._lows.low()
+
+    def read_to(self, high: BinlogPosition) -> None:
+        """A high watermark this task read (a position, sampled now)."""
+        self._lows.sample(high)
+
+    def transactions(self, low: BinlogPosition, high: BinlogPosition,
+                     read: Callable[[BinlogPosition, BinlogPosition], Iterable[Transaction]]) -> list[Transaction]:
+        """The transactions of ``(low, high]``, reading only what was not read before (``read``
+        gives every transaction of a range, or raises)."""
+        if self._from is None or self._until is None or not self._from <= low <= self._until:
+            self._read, self._from, self._until = [], low, low
+        if high > self._until:
+            self._read.extend(read(self._until, high))
+            self._until = high
+        # Lows only grow: what ends at or before this one is never asked for again.
+        self._read, self._from = [t for t in self._read if t.end > low], low
+        return [t for t in self._read if t.end <= high]
 
 
 def resolve(mode: SnapshotMode, reports_positions: Callable[[], bool]) -> SnapshotMode:
@@ -116,9 +171,12 @@ def run_hook(profile: SourceProfile, statements: Sequence[str]) -> None:
 
 
 def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile, table: TableSchema,
-                   chunk: Chunk, window: Window, select: Callable[[], pa.Table]) -> tuple[pa.Table, BinlogPosition]:
+                   chunk: Chunk, window: Window, select: Callable[[], pa.Table],
+                   task: TaskWindows | None = None) -> tuple[pa.Table, BinlogPosition]:
     """The chunk's rows as they are at its high watermark, and that watermark. ``select`` reads
-    the chunk (on ``conn``) as a table of the source's columns."""
+    the chunk (on ``conn``) as a table of the source's columns; ``task``: the windows of the
+    task's chunks read before this one (else the chunk reads from the batch's low watermark)."""
+    low = window.low if task is None else task.low()
     hooks = window.hooks if window.hooks is not None and window.hooks.chunk == chunk.index else None
     if hooks is not None:
         run_hook(hooks.writer, hooks.after_low)
@@ -126,11 +184,18 @@ def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile,
     if hooks is not None:
         run_hook(hooks.writer, hooks.before_high)
     high = current_position(conn)
-    if high == window.low:  # nothing was written meanwhile
+    if task is not None:
+        task.read_to(high)
+    if high == low:  # nothing was written meanwhile
         return rows, high
-    source = BinlogSource(profile, window.server_id, table.schema, {table.table: tuple(table.key)},
-                          read_timeout=window.read_timeout_s)
-    changes = changes_in(_read_up_to(source, window.low, high, table.table, chunk.index), table.table, chunk.index)
+
+    def read(start: BinlogPosition, stop: BinlogPosition) -> list[Transaction]:
+        source = BinlogSource(profile, window.server_id, table.schema, {table.table: tuple(table.key)},
+                              read_timeout=window.read_timeout_s)
+        return list(_read_up_to(source, start, stop, table.table, chunk.index))
+
+    window_transactions = read(low, high) if task is None else task.transactions(low, high, read)
+    changes = changes_in(window_transactions, table.table, chunk.index)
     convert = row_converter(table, "binlog")
     names = set(table.column_names)
 
