@@ -208,6 +208,7 @@ class Bench:
         line = (f"{shlex.quote(client)} --quick --batch --skip-column-names -h {self.source.host} -P {PORT} "
                 f"-u {shlex.quote(self.source.user)} {shlex.quote(self.source.database)} "
                 f"-e 'SELECT * FROM {bench_source.TABLE}' > /dev/null")
+        print("==> c-client", flush=True)
         measured = bench_measure.run(["sh", "-c", line], cwd=self.project, env={**self.env, "MYSQL_PWD": PASSWORD},
                                      log=self.build / "c-client.log")
         if measured.returncode != 0:
