@@ -8,20 +8,17 @@ the two took 4.4 s and 3.3 s for 1M 18-column rows (make bench's customer table)
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 import pymysql
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from ..background import Background
 from ..source.introspect import TableSchema
 from .bucketing import Bucketing
 from .reconcile import Key, Reconciliation, SilverSide, reconcile, silver_side, source_side
-
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -35,31 +32,6 @@ class ToReconcile:
     changed: Sequence[Key]
 
 
-class _Background(Generic[R]):
-    """``work()`` run in a daemon thread (a Ctrl-C never waits for it); :meth:`result` joins it
-    and raises what it raised."""
-
-    def __init__(self, work: Callable[[], R]) -> None:
-        self._work = work
-        self._value: R | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="silver-sums", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
-            self._error = exc
-
-    def result(self) -> R:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
-
-
 def reconcile_all(conn: pymysql.connections.Connection, spark: SparkSession, tables: Mapping[str, ToReconcile],
                   drilled: int) -> dict[str, Reconciliation]:
     """Each of ``tables`` reconciled; ``conn`` holds the read view their bucketing was planned in."""
@@ -67,7 +39,7 @@ def reconcile_all(conn: pymysql.connections.Connection, spark: SparkSession, tab
     def silver_sums() -> dict[str, SilverSide | Reconciliation]:
         return {name: _silver(spark, table) for name, table in tables.items()}
 
-    pending = _Background(silver_sums)
+    pending = Background(silver_sums)
     sources = {name: source_side(conn, table.schema, table.bucketing) for name, table in tables.items()}
     silvers = pending.result()
     outcomes = {}

@@ -20,9 +20,8 @@ import logging
 import os
 import re
 import shutil
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from .. import errors
+from ..background import Background
 from ..config.project import SourceProfile
 from ..sink import bronze, columnmap, deltafiles, shipping
 from ..sink.log import localfiles
@@ -179,26 +179,6 @@ def task_count(chunks: int, cores: int) -> int:
     """How many Spark tasks read ``chunks`` chunks on ``cores`` cores: each task reads a run of
     consecutive chunks of the reading order, one after the other."""
     return max(1, min(chunks, TASKS_PER_CORE * max(cores, 1)))
-
-
-class Background:
-    """Runs ``fn(*args)`` on a thread; :meth:`result` waits and re-raises its error."""
-
-    def __init__(self, fn: Callable[..., object], *args: object):
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., object], args: tuple[object, ...]) -> None:
-        try:
-            fn(*args)
-        except BaseException as exc:  # handed to the caller by result()
-            self._error = exc
-
-    def result(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
 
 
 def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
