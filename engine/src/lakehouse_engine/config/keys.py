@@ -53,6 +53,8 @@ def project_schema() -> dict[str, Any]:
             "conf": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
                      "description": "Spark settings, e.g. spark.driver.memory: 4g"},
             "jars_dir": {**TEXT, "description": "local Delta jars instead of Maven Central"},
+            "portable": {"type": "boolean",
+                         "description": "public Spark and Delta APIs only (always on for an sc:// master)"},
         }, "Spark settings"),
         "defaults": section({
             "chunk_size": {**POSITIVE_INT, "description": "rows per snapshot chunk"},

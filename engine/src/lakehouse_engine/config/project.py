@@ -104,6 +104,7 @@ class SparkSettings:
     master: str
     conf: Mapping[str, str]
     jars_dir: str | None = None
+    portable: bool = False  # public Spark and Delta APIs only (always so on Spark Connect)
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,7 @@ def _spark_settings(spark: Mapping[str, Any], env: Mapping[str, str], require_en
         # Rendered like profiles: keys of an object store come from the environment, never the file.
         conf=_spark_conf(spark.get("conf"), env, require_env),
         jars_dir=env.get("LAKEHOUSE_JARS_DIR") or spark.get("jars_dir"),
+        portable=bool(spark.get("portable", False)),
     )
 
 

@@ -26,7 +26,7 @@ from ..cdc.tablecapture import schema_changed
 from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, Startup
 from ..errors import ConfigError, FatalError, SourceUnavailableError
 from ..logs import PROGRESS
-from ..sink import bronze, silver
+from ..sink import bronze, portable, silver
 from ..snapshot.chunking import Chunk, plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.staging import staging_area
@@ -202,8 +202,7 @@ class SnapshotRunner:
                 self.spark, profile=self.config.source, table=schema, chunks=chunks,
                 bronze_path=path, checkpoint=attempt,
                 staging=staging_area(self.config.lake_root, self.config.target_dir,
-                                     self.spark.sparkContext.master or "",
-                                     dict(self.spark.sparkContext.getConf().getAll())),
+                                     *portable.master_and_conf(self.spark)),
                 # A silver transform is Spark code, and history has columns of its own: silver
                 # then takes the rows by MERGE only.
                 silver_path=(self.config.table_path(Layer.SILVER, spec.name)

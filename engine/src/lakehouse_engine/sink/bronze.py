@@ -25,7 +25,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
-from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -34,9 +33,10 @@ from ..errors import ConcurrentRunError
 from ..identifiers import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
-from . import columnmap, deltafiles, schemacommit
+from . import columnmap, deltafiles, portable, schemacommit
 from .arrows import arrow_schema, rows_to_batch
 from .log import deltalog, localfiles, transaction
+from .portable import spark_errors
 
 META_FIELDS = (
     T.StructField("_op", T.StringType(), False),
@@ -56,6 +56,8 @@ def bronze_schema(source: T.StructType) -> T.StructType:
 
 
 def exists(spark: SparkSession, path: str) -> bool:
+    if portable.active(spark):  # DeltaTable's Python API calls the driver's JVM
+        return deltalog.newest_version(spark, path) >= 0
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, path)
@@ -87,11 +89,11 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
             .option("txnVersion", checkpoint.batch)
             .save(path)
         )
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not is_commit_conflict(exc):
             raise
         raise concurrent_bronze_write(checkpoint) from None
-    if not landed(spark, path, app_id, checkpoint.batch, marker):
+    if not deltalog.landed(spark, path, app_id, checkpoint.batch, marker):
         raise concurrent_bronze_write(checkpoint)
 
 
@@ -101,14 +103,15 @@ def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]]
     ``source`` columns' values, then the :data:`META_FIELDS` values. Returns them as the Arrow
     table that was committed.
 
-    On a local lake whose bronze exists, the rows go to one Parquet file written by pyarrow in
+    On a local lake whose bronze exists (not in portable mode), the rows go to one Parquet file written by pyarrow in
     the table's folder (under the names bronze reads its columns by) and are committed by
     :func:`commit_files`: no Spark job, and no per-row
     Python-to-JVM conversion (which cost more than decoding the binlog). Elsewhere they cross to
     Spark as one Arrow table."""
     schema = bronze_schema(source)
     table = pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
-    physical = columnmap.table_names(spark, path) if localfiles.is_local(path) else None
+    direct = localfiles.is_local(path) and not portable.active(spark)
+    physical = columnmap.table_names(spark, path) if direct else None
     if physical is None:
         append(spark.createDataFrame(table, schema=schema), path, checkpoint)
         return table
@@ -149,7 +152,7 @@ def commit_files(spark: SparkSession, path: str, files: Sequence[deltafiles.Data
                                 physical=physical)
     except (transaction.AlreadyCommitted, columnmap.StaleColumns):
         raise concurrent_bronze_write(checkpoint) from None
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not is_commit_conflict(exc):
             raise
         raise concurrent_bronze_write(checkpoint) from None
@@ -167,7 +170,7 @@ def commit_schema(spark: SparkSession, path: str, changes: Sequence[LakeChange],
                                    version=checkpoint.batch, features=features)
     except transaction.AlreadyCommitted:
         raise concurrent_bronze_write(checkpoint) from None
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not is_commit_conflict(exc):
             raise
         raise concurrent_bronze_write(checkpoint) from None
@@ -184,15 +187,23 @@ def concurrent_bronze_write(checkpoint: Checkpoint) -> ConcurrentRunError:
     )
 
 
+# Delta's error conditions of its optimistic-concurrency conflicts (io.delta.exceptions.*).
+CONFLICT_CONDITIONS = frozenset({
+    "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_DELETE", "DELTA_CONCURRENT_DELETE_READ",
+    "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED",
+})
+
+
 def is_commit_conflict(exc: BaseException) -> bool:
     """A Delta optimistic-concurrency conflict: another writer committed to the table first.
 
     delta-spark converts these Java exceptions into its own Python classes, but only when the
-    exception reaches Python unwrapped; otherwise they arrive as a plain ``Py4JJavaError``."""
+    exception reaches Python unwrapped; otherwise they arrive as a plain ``Py4JJavaError``. A
+    Spark Connect client gets them by their error condition."""
     from delta import exceptions as delta_errors
 
     conflicts = tuple(getattr(delta_errors, name) for name in delta_errors.__all__)
-    if isinstance(exc, conflicts):
+    if isinstance(exc, conflicts) or portable.error_condition(exc) in CONFLICT_CONDITIONS:
         return True
     if not isinstance(exc, Py4JJavaError):
         return False
@@ -201,21 +212,6 @@ def is_commit_conflict(exc: BaseException) -> bool:
         if cause.getClass().getName().startswith("io.delta.exceptions."):
             return True
         cause = cause.getCause()
-    return False
-
-
-def landed(spark: SparkSession, path: str, app_id: str, batch: int, marker: str) -> bool:
-    """Whether the commit of ``batch`` carrying ``marker`` (the whole checkpoint, run id
-    included) is in the table.
-
-    Once a commit of ``app_id`` at ``batch`` is in, Delta lets no commit of ``app_id`` at
-    ``batch`` or below follow it (it skips them, or fails them as conflicts). So, reading back
-    from the newest commit, the first one of ``app_id`` at ``batch`` or below decides: ours, or
-    the commit of another run that made Delta skip ours. Usually that is the newest commit."""
-    for commit in deltalog.commits_back(spark, path):
-        version = commit.txns.get(app_id)
-        if version is not None and version <= batch:
-            return commit.user_metadata == marker
     return False
 
 

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from ..identifiers import quote_ident
 from ..ops import Op
+from . import portable, sqlmerge
 from .bronze import META_COLUMNS
 
 HISTORY_META = ("_end_seq", "_valid_from", "_valid_to", "_is_current")
@@ -103,6 +104,13 @@ def merge(spark: SparkSession, path: str, rows: DataFrame, key: Sequence[str]) -
                                           for k in key]) & F.col(f"t.{CURRENT}")
     stored = [c for c in rows.columns if not c.startswith(_MERGE_KEY)]
     inserted = f"s.{quote_ident(_MERGE_KEY + key[0])} IS NULL"
+    if portable.active(spark):
+        on = " AND ".join(f"t.{quote_ident(k)} = s.{quote_ident(_MERGE_KEY + k)}" for k in key) + f" AND t.{CURRENT}"
+        sqlmerge.merge(spark, path, rows, on, [
+            f"WHEN MATCHED THEN UPDATE SET _end_seq = s._end_seq, _valid_to = s._valid_to, {CURRENT} = false",
+            f"WHEN NOT MATCHED AND {inserted} THEN INSERT {sqlmerge.insertion(stored)}",
+        ])
+        return
     (
         DeltaTable.forPath(spark, path).alias("t")
         .merge(rows.alias("s"), matches)

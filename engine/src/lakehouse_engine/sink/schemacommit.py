@@ -38,7 +38,7 @@ from pyspark.sql import SparkSession
 
 from ..identifiers import quote_ident
 from ..state.lakechange import Kind, LakeChange
-from . import columnmap
+from . import columnmap, portable
 from .log import transaction
 
 Field = dict[str, Any]  # one field of a Delta schema's JSON
@@ -162,7 +162,10 @@ def commit(spark: SparkSession, path: str, changes: Sequence[LakeChange], meta: 
     ``user_metadata`` (and ``app_id``'s ``version``); False, with nothing committed, when they
     need the rows rewritten, or a table feature the table lacks and ``features`` (those it may
     be given) leaves out. Raises :class:`~.log.transaction.AlreadyCommitted` (before anything is done)
-    and Delta's conflicts as :func:`deltafiles.append_files` does."""
+    and Delta's conflicts as :func:`deltafiles.append_files` does. In portable mode (no
+    transaction to write a schema into) it is always False: the rows are rewritten."""
+    if portable.active(spark):
+        return False
     opened = transaction.open_transaction(spark, path, app_id, version)
     if _evolved(opened, changes, meta, described) is None:
         return False

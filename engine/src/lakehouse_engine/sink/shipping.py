@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from . import portable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,7 +96,7 @@ def _cache_folder() -> Path:
 def ship_engine(spark: SparkSession) -> Path:
     """Add the engine's archive to the session: every executor imports the driver's engine."""
     archive = engine_archive()
-    spark.sparkContext.addPyFile(str(archive))
+    portable.ship(spark, str(archive))
     return archive
 
 

@@ -46,8 +46,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from py4j.protocol import Py4JJavaError
-from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -59,6 +57,7 @@ from ..state.lakechange import LakeChange
 from . import bronze, columnmap, evolve, history, silverbatch, silverlineage, silverwrite
 from .bronze import latest_per_key
 from .log import deltalog, localfiles
+from .portable import spark_errors
 from .silverlineage import Commit, Lineage
 from .silverwrite import DELETION_VECTORS, concurrent_silver_write
 
@@ -107,8 +106,8 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
             writer.mode("overwrite").option("overwriteSchema", "true").save(silver_path)
         else:
             (writer.option(DELETION_VECTORS, "true").options(**columnmap.creation_properties(rows.columns))
-             .mode("errorifexists").save(silver_path))
-    except (CapturedException, Py4JJavaError) as exc:
+             .mode("error").save(silver_path))
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(table) from None

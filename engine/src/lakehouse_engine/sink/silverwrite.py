@@ -17,9 +17,7 @@ from functools import reduce
 from typing import Any
 
 import pyarrow as pa
-from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
-from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -27,8 +25,9 @@ from pyspark.sql import types as T
 from ..errors import ConcurrentRunError
 from ..identifiers import quote_ident
 from ..ops import Op
-from . import bronze, columnmap, dvmerge, history
+from . import bronze, columnmap, dvmerge, history, portable, sqlmerge
 from .log import deltalog, transaction
+from .portable import spark_errors
 from .silverbatch import BatchFacts
 from .silverlineage import Commit
 
@@ -63,7 +62,7 @@ def enable_deletion_vectors(spark: SparkSession, path: str, table: str) -> None:
         return
     try:
         spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(table) from None
@@ -80,8 +79,8 @@ def create(spark: SparkSession, path: str, rows: DataFrame, commit: Commit, *, k
     try:
         with session_conf(spark, ONE_PARTITION_PER_FILE if keep_files else {}):
             (_writer(rows, commit).option(DELETION_VECTORS, "true")
-             .options(**columnmap.creation_properties(rows.columns)).mode("errorifexists").save(path))
-    except (CapturedException, Py4JJavaError) as exc:
+             .options(**columnmap.creation_properties(rows.columns)).mode("error").save(path))
+    except spark_errors() as exc:
         # Another run created silver since we looked: a creation conflict, or "path exists".
         created_meanwhile = isinstance(exc, AnalysisException) and bronze.exists(spark, path)
         if not (created_meanwhile or bronze.is_commit_conflict(exc)):
@@ -95,7 +94,7 @@ def append(spark: SparkSession, path: str, rows: DataFrame, commit: Commit) -> N
     try:
         with session_conf(spark, ONE_PARTITION_PER_FILE):
             _writer(rows, commit).mode("append").save(path)
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(commit.table) from None
@@ -109,7 +108,7 @@ def record_applied(spark: SparkSession, path: str, commit: Commit) -> None:
                                    user_metadata=commit.marker)
     except transaction.AlreadyCommitted:
         return  # as Delta skips an append of a version its app id has committed
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(commit.table) from None
@@ -128,6 +127,14 @@ def merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str],
         conf[MATERIALIZE_SOURCE_CONF] = "none"
     try:
         with session_conf(spark, conf):
+            if portable.active(spark):
+                sqlmerge.merge(spark, path, latest, sqlmerge.key_condition(key, bounds, types), [
+                    f"WHEN MATCHED AND s._op = '{Op.DELETE}' AND s._seq > t._seq THEN DELETE",
+                    f"WHEN MATCHED AND s._op != '{Op.DELETE}' AND s._seq > t._seq THEN UPDATE SET "
+                    + sqlmerge.assignments(latest.columns),
+                    f"WHEN NOT MATCHED AND s._op != '{Op.DELETE}' THEN INSERT " + sqlmerge.insertion(latest.columns),
+                ])
+                return
             (
                 DeltaTable.forPath(spark, path)
                 .alias("t")
@@ -137,7 +144,7 @@ def merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str],
                 .whenNotMatchedInsert(condition=f"s._op != '{Op.DELETE}'", values=values)
                 .execute()
             )
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(commit.table) from None
@@ -157,7 +164,7 @@ def merge_in_arrow(spark: SparkSession, path: str, rows: pa.Table, key: Sequence
             _FALLBACKS_LOGGED.add((commit.table, str(exc)))
             log.info("table %s: silver is merged by Delta's MERGE (%s)", commit.table, exc)
         return False
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(commit.table) from None
@@ -180,7 +187,7 @@ def apply_history(spark: SparkSession, path: str, changes: DataFrame, key: Seque
     try:
         with session_conf(spark, conf):
             history.merge(spark, path, rows, key)
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
             raise
         raise concurrent_silver_write(commit.table) from None

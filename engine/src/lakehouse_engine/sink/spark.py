@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
 from ..failures import note_interrupt
-from . import shipping
+from . import connect, portable, shipping
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
     from pyspark.sql import SparkSession
@@ -72,7 +72,11 @@ def delta_artifact() -> str:
 def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
               long_running: bool = False) -> SparkSession:
     """Start (or return) the session. Local masters bind to loopback only. ``long_running``:
-    the process runs for hours (follow), so the JVM keeps its optimising compiler."""
+    the process runs for hours (follow), so the JVM keeps its optimising compiler. An ``sc://``
+    master is a Spark Connect server (:mod:`.connect`), which portable mode writes through."""
+    portable.force(config.spark.portable)
+    if connect.is_connect_url(config.spark.master):
+        return connect.connect_session(config.spark.master, app_name, config.spark.conf)
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         raise ConfigError("Java 17 is needed by Spark and was not found: install openjdk-17-jre-headless")
     from pyspark.errors import PySparkRuntimeError

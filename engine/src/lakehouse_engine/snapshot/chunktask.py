@@ -18,8 +18,9 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import os
+import pickle
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,6 +90,22 @@ def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
     with connection(first.profile) as conn:
         for task in itertools.chain([first], pending):
             yield stage_chunk(task, conn, windows)
+
+
+STAGED_FIELD = "staged"  # mapInArrow's output column: one pickled StagedChunk per row
+
+
+def staged_in_arrow(tasks: Sequence[ChunkTask]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """A ``mapInArrow`` body over a partition of task numbers (``spark.range``): the same work as
+    :func:`stage_chunks` on those tasks, its results pickled (portable mode has no RDDs). The
+    whole partition's numbers are read first, so its chunks share one connection and window."""
+
+    def stage(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        numbers = [n for batch in batches for n in batch.column(0).to_pylist()]
+        staged = [pickle.dumps(s) for s in stage_chunks(tasks[n] for n in numbers)]
+        yield pa.RecordBatch.from_pydict({STAGED_FIELD: staged}, schema=pa.schema([(STAGED_FIELD, pa.binary())]))
+
+    return stage
 
 
 def silver_columns(table: TableSchema) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import shutil
 import time
@@ -27,15 +28,15 @@ from pathlib import Path
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
-from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from .. import errors
 from ..background import Background
 from ..config.project import SourceProfile
-from ..sink import bronze, columnmap, deltafiles, shipping
+from ..sink import bronze, columnmap, deltafiles, portable, shipping
 from ..sink.log import localfiles
+from ..sink.portable import spark_errors
 from ..sink.silverlineage import Commit
 from ..source.connection import driver_error_in_text
 from ..source.introspect import TableSchema
@@ -43,7 +44,7 @@ from ..source.typemap import described_schema, spark_schema
 from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition
 from .chunking import Chunk
-from .chunktask import ChunkTask, StagedChunk, silver_columns, stage_chunks
+from .chunktask import STAGED_FIELD, ChunkTask, StagedChunk, silver_columns, stage_chunks, staged_in_arrow
 from .staging import Staging
 from .window import Window
 
@@ -104,7 +105,7 @@ def snapshot_batch(
     when silver is exactly one batch behind (see :func:`_seeds_silver`). With ``window``, each
     chunk is read between ``window.low`` and a high watermark of its own (:mod:`window`), its
     binlog reader taking a server id of its own from ``server_ids``."""
-    direct = localfiles.is_local(bronze_path)
+    direct = localfiles.is_local(bronze_path) and not portable.active(spark)
     seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
     # Staged under the lake table's name (two project tables may copy one source table).
     lake_table = bronze_path.rstrip("/").rsplit("/", 1)[-1]
@@ -128,8 +129,7 @@ def snapshot_batch(
                            bronze_names, silver_names, staging.store)
                  for slot, c in enumerate(chunks)]
         try:
-            slices = task_count(len(tasks), spark.sparkContext.defaultParallelism)
-            staged = spark.sparkContext.parallelize(tasks, slices).mapPartitions(stage_chunks).collect()
+            staged = _run_tasks(spark, tasks)
         except (PythonException, Py4JJavaError) as exc:
             raise task_error(exc, table.table) from None
         finally:
@@ -166,6 +166,20 @@ def snapshot_batch(
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
     return watermarks, sum(s.rows for s in staged)
+
+
+def _run_tasks(spark: SparkSession, tasks: Sequence[ChunkTask]) -> list[StagedChunk]:
+    """Run ``tasks`` as one Spark job, runs of consecutive chunks per Spark task. Portable mode
+    maps a range of task numbers in Arrow (no RDD there); a Spark Connect client knows no core
+    count, so unless the server sets ``spark.default.parallelism`` each chunk is a task."""
+    if not portable.active(spark):
+        slices = task_count(len(tasks), spark.sparkContext.defaultParallelism)
+        return spark.sparkContext.parallelize(tasks, slices).mapPartitions(stage_chunks).collect()
+    cores = portable.master_and_conf(spark)[1].get("spark.default.parallelism")
+    slices = task_count(len(tasks), int(cores)) if cores else len(tasks)
+    numbers = spark.range(0, len(tasks), 1, slices)
+    rows = numbers.mapInArrow(staged_in_arrow(tasks), f"{STAGED_FIELD} binary").collect()
+    return [pickle.loads(row[0]) for row in rows]
 
 
 # Spark tasks per core and batch: each task costs its Python worker about 0.15 s of CPU whatever
@@ -260,7 +274,7 @@ def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
         for name, value in columnmap.creation_properties(schema.names).items():
             builder = builder.property(name, value)
         builder.execute()
-    except (CapturedException, Py4JJavaError) as exc:
+    except spark_errors() as exc:
         # Another run is creating it at the same moment: a commit conflict, or (caught while its
         # first log file is being written) a folder that holds files but is no table yet. Once
         # its creation is done it is the same empty table, so go on: the commit tells whether

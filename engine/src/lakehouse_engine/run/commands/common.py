@@ -24,14 +24,16 @@ def lake_spark(config: ProjectConfig, *, long_running: bool = False,
     """Spark for a command on the lake: the lake checked writable first when the command
     ``writes`` (and ``before_spark()`` run, e.g. the source's preflight, to fail fast before
     Spark takes seconds to start), then its file system checked through Spark."""
+    from ...sink import connect, portable
     from ...sink.spark import get_spark
 
-    if writes:
+    if writes and not connect.is_connect_url(config.spark.master):  # else the lake is the server's to check
         lake.check_writable(config.lake_root)
     if before_spark is not None:
         before_spark()
     spark = get_spark(config, long_running=long_running)
-    lake.check_filesystem(spark, config.lake_root)
+    if not portable.active(spark):
+        lake.check_filesystem(spark, config.lake_root)
     return spark
 
 

@@ -6,6 +6,7 @@ What the pipeline asks of the log (did our commit land, the newest checkpoint, t
 batch merged into silver) is nearly always answered by the newest commit, so these helpers read
 commit files from the newest one back, one small read each, through Delta's own ``DeltaLog`` and
 log store (so any Hadoop file system works), and the caller stops at the first that answers.
+In portable mode (no JVM to reach) :mod:`.sqllog` answers the same questions through SQL.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from .. import portable
 from ..spark import jvm_view
+from . import sqllog
 from .commitfile import Commit, parse_commit
 
 
@@ -33,11 +36,15 @@ def snapshot(spark: SparkSession, path: str) -> Any:  # py4j JavaObject: Delta's
 
 def newest_version(spark: SparkSession, path: str) -> int:
     """The table's newest commit version, -1 when there is no table (one listing of the log)."""
+    if portable.active(spark):
+        return sqllog.newest_version(spark, path)
     return int(snapshot(spark, path).version())
 
 
 def table_property(spark: SparkSession, path: str, name: str) -> str | None:
     """A table property of the newest snapshot (``None`` when unset or there is no table)."""
+    if portable.active(spark):
+        return sqllog.table_property(spark, path, name)
     value = snapshot(spark, path).metadata().configuration().get(name)
     return str(value.get()) if value.isDefined() else None
 
@@ -47,6 +54,9 @@ def commits_back(spark: SparkSession, path: str, newest: int | None = None) -> I
 
     Stops early where a commit file is gone (the log was cleaned up after a checkpoint): such
     commits are not in ``history()`` either."""
+    if portable.active(spark):
+        yield from sqllog.commits_back(spark, path, newest)
+        return
     log = delta_log(spark, path)
     if newest is None:
         newest = newest_version(spark, path)
@@ -60,3 +70,18 @@ def commits_back(spark: SparkSession, path: str, newest: int | None = None) -> I
                 return
             raise
         yield parse_commit(version, str(lines.mkString("\n")).splitlines())
+
+
+def landed(spark: SparkSession, path: str, app_id: str, version: int, marker: str) -> bool:
+    """Whether the commit of ``app_id``'s ``version`` carrying ``marker`` (its whole
+    ``userMetadata``) is in the table.
+
+    Once a commit of ``app_id`` at ``version`` is in, Delta lets no commit of ``app_id`` at
+    ``version`` or below follow it (it skips them, or fails them as conflicts). So, reading back
+    from the newest commit, the first one of ``app_id`` at ``version`` or below decides: ours, or
+    the commit of another run that made Delta skip ours. Usually that is the newest commit."""
+    for commit in commits_back(spark, path):
+        found = commit.txns.get(app_id)
+        if found is not None and found <= version:
+            return commit.user_metadata == marker
+    return False

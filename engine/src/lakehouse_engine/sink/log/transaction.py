@@ -25,8 +25,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from .. import portable
 from ..spark import jvm_view
-from . import localfiles
+from . import deltalog, localfiles
 
 
 class AlreadyCommitted(Exception):
@@ -96,6 +97,16 @@ def open_transaction(spark: SparkSession, table_path: str, app_id: str | None, v
 def record_version(spark: SparkSession, table_path: str, *, app_id: str, version: int, user_metadata: str) -> int:
     """Commit no file, only ``app_id``'s ``version`` and ``user_metadata`` (a ``WRITE``); returns
     the new table version. Raises as :func:`open_transaction` does, and Delta's exceptions on a
-    conflicting concurrent commit."""
+    conflicting concurrent commit.
+
+    In portable mode this is an append of no rows with Delta's ``txnAppId``/``txnVersion``
+    options: Delta skips it silently when the version is taken, which the commit read back tells."""
+    if portable.active(spark):
+        (spark.read.format("delta").load(table_path).limit(0).write.format("delta").mode("append")
+         .option("userMetadata", user_metadata).option("txnAppId", app_id).option("txnVersion", version)
+         .save(table_path))
+        if not deltalog.landed(spark, table_path, app_id, version, user_metadata):
+            raise AlreadyCommitted(f"{app_id} already committed version {version}")
+        return deltalog.newest_version(spark, table_path)
     opened = open_transaction(spark, table_path, app_id, version)
     return opened.commit(opened.jvm.java.util.ArrayList(), user_metadata)
