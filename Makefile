@@ -14,7 +14,7 @@ help: ## list the targets
 
 setup: $(VENV)/.installed ## install system packages (Java, mariadb-server) and the pinned Python packages
 
-$(VENV)/.installed: requirements-dev.txt engine/requirements.txt engine/requirements-dev.txt engine/pyproject.toml
+$(VENV)/.installed: requirements-dev.txt engine/requirements.txt engine/requirements-dev.txt engine/requirements-connect.txt engine/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "ERROR: Python 3.11+ is needed, found $$($(PYTHON) --version 2>&1); run with PYTHON=python3.11"; exit 2; }
 	bash scripts/system-deps.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -1,7 +1,8 @@
 """Portable mode against a real Spark Connect server: pyspark's own ``SparkConnectServer``
 started by the harness with the Delta jars and Delta's SQL extension (no Delta Connect plugin),
-the CLI as its ``sc://`` client. Snapshot, catch-up and dq run through public APIs only, and the
-same changes give silver exactly as the default, JVM path gives it on another lake."""
+the CLI as its ``sc://`` client. Snapshot, catch-up, dq, repair and maintain run through public
+APIs only, and the same changes give silver exactly as the default, JVM path gives it on another
+lake."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def _silver(spark, config, table: str) -> tuple[str, list[tuple]]:
     return df.schema.json(), [tuple(r) for r in rows.orderBy(*rows.columns).collect()]
 
 
-def test_snapshot_catch_up_and_dq_through_spark_connect_give_the_jvm_paths_silver(
+def test_snapshot_catch_up_dq_repair_and_maintain_through_spark_connect_give_the_jvm_paths_silver(
         spark, config, mariadb, connect_server, tmp_path):
     classic = replace(config, lake_root=str(tmp_path / "classic-lake"), target_dir=tmp_path / "classic-target")
 
@@ -128,6 +129,17 @@ def test_snapshot_catch_up_and_dq_through_spark_connect_give_the_jvm_paths_silve
 
     checked = _lakehouse(config, "dq", "--select", "customers", master=connect_server.url)
     assert checked.returncode == 0 and "PASS" in checked.stdout, checked.stdout + checked.stderr[-3000:]
+
+    silver = config.table_path("silver", "customers")
+    spark.sql(f"UPDATE delta.`{silver}` SET full_name = 'Wrong' WHERE customer_id = 7")
+    drift = _lakehouse(config, "dq", "--select", "customers", master=connect_server.url)
+    assert drift.returncode == 1 and "customer_id=7" in drift.stdout + drift.stderr, drift.stdout + drift.stderr
+    repair = _lakehouse(config, "repair", "--select", "customers", master=connect_server.url)
+    assert repair.returncode == 0, repair.stdout + repair.stderr[-3000:]
+    assert_silver_equals_exact_source(spark, config, "customers")
+    maintain = _lakehouse(config, "maintain", "--select", "customers", master=connect_server.url)
+    assert maintain.returncode == 0, maintain.stdout + maintain.stderr[-3000:]
+    assert_silver_equals_exact_source(spark, config, "customers")
 
 
 def test_a_spark_connect_server_without_delta_is_one_line_naming_the_fix(config, tmp_path):

@@ -37,6 +37,7 @@ from urllib.parse import unquote
 from ..config.defaults import DEFAULTS
 from ..config.project import Layer
 from ..errors import ConfigError
+from ..identifiers import quote_ident
 from . import dvcodec
 from .log import localfiles, logstate
 
@@ -163,9 +164,7 @@ def _hidden(name: str, partitions: tuple[str, ...]) -> bool:
 
 def active_files(spark: SparkSession, path: str) -> int:
     """Data files in the table's newest version."""
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, path).detail().select("numFiles").first()
+    row = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(path)}").select("numFiles").first()
     return int(row[0]) if row is not None else 0
 
 
@@ -187,18 +186,19 @@ def maintain_layer(start_spark: Callable[[], SparkSession], path: str, layer: La
 
 def _run_steps(spark: SparkSession, path: str, layer: Layer, options: MaintenanceOptions,
                plan: LayerPlan | None, started: float) -> LayerReport | None:
-    from delta.tables import DeltaTable
+    # SQL rather than DeltaTable's Python API: the same commands, and they run on Spark Connect.
+    from .log import deltalog  # pyspark: imported only once a step has work
 
-    if plan is None and not DeltaTable.isDeltaTable(spark, path):
+    if plan is None and deltalog.newest_version(spark, path) < 0:
         return None
     compact = plan is None or plan.compact
     vacuum = options.vacuum if plan is None else plan.vacuum
     before = active_files(spark, path) if plan is None else plan.files
-    table = DeltaTable.forPath(spark, path)
+    table = f"delta.{quote_ident(path)}"
     if compact:
-        table.optimize().executeCompaction()
+        spark.sql(f"OPTIMIZE {table}")
     if vacuum:
-        table.vacuum(float(options.retain_hours))
+        spark.sql(f"VACUUM {table} RETAIN {options.retain_hours} HOURS")
     state = _local_state(path) if plan is not None else None
     after = len(state.live()) if state is not None else active_files(spark, path)
     return LayerReport(layer, before, after, round(time.monotonic() - started, 1), compact, vacuum)
