@@ -158,8 +158,11 @@ def snapshot_batch(
                 _seed_silver(spark, silver_path, table, files, committed, silver_names)  # type: ignore[arg-type]
         else:
             paths = [s.path for s in files if s.path is not None]  # all of them: narrows the type
-            rows = (spark.read.schema(schema).parquet(*paths) if paths
-                    else spark.createDataFrame([], _nullable(schema)))
+            # Read with the columns' source descriptions: the append that creates bronze records
+            # them, as _create_table does on the direct path (a later DDL is evolved from them).
+            described = bronze.bronze_schema(described_schema(table))
+            rows = (spark.read.schema(described).parquet(*paths) if paths
+                    else spark.createDataFrame([], _nullable(described)))
             bronze.append(rows, bronze_path, committed)
     finally:
         staging.remove(folder)
