@@ -33,9 +33,10 @@ test: setup ## run the template's tests, the engine's suite and generated projec
 	$(PY) -m pip install -q --no-deps -e engine
 	$(PY) -m pytest -m "not s3 and not dagster"
 
-test-s3: setup ## opt-in: the engine's s3a:// lake tests (local master and a standalone cluster) against a local S3 server (642 MB of jars once)
+test-s3: setup ## opt-in: the engine's s3a:// lake tests (local master, a standalone cluster, Spark Connect) against a local S3 server (642 MB of jars once)
 	$(PY) -m pip install -q 'moto[server]==5.2.5'
-	$(PY) -m pytest -m s3 engine/tests/integration/test_s3_lake.py engine/tests/integration/test_s3_cluster.py
+	$(PY) -m pytest -m s3 engine/tests/integration/test_s3_lake.py engine/tests/integration/test_s3_cluster.py \
+		engine/tests/integration/test_s3_connect.py
 
 test-dagster: setup ## opt-in: the generated Dagster assets and checks under Dagster's executor (installs Dagster)
 	$(PY) -m pip install -q dagster==1.13.29

@@ -48,11 +48,12 @@ def _listening(port: int) -> bool:
 class ConnectServer:
     """pyspark's Spark Connect server on local[2], with the Delta jars the test session uses."""
 
-    def __init__(self, folder: Path, delta_jars: str):
+    def __init__(self, folder: Path, delta_jars: str, extra: tuple[str, ...] = (),
+                 environment: dict[str, str] | None = None):
         self.port = free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-        env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+        env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", **(environment or {}))
         command = [
             str(BIN / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
             "--master", "local[2]", "--jars", f"{delta_jars},{_connect_jar()}",
@@ -62,7 +63,7 @@ class ConnectServer:
             "--conf", f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}",
             "--conf", "spark.driver.memory=1g", "--conf", "spark.ui.enabled=false",
             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-            "spark-internal",
+            *extra, "spark-internal",
         ]
         self.log = folder / "connect-server.log"
         self.process = subprocess.Popen(command, stdout=self.log.open("w"), stderr=subprocess.STDOUT, env=env)
@@ -81,12 +82,16 @@ class ConnectServer:
             self.process.kill()
 
 
-@pytest.fixture(scope="module")
-def connect_server(spark, tmp_path_factory) -> Iterator[ConnectServer]:
+def delta_jars(spark) -> str:
+    """The Delta jars the test session runs with (resolved once, from the jar cache)."""
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         pytest.fail("Java is needed for the Spark Connect server")
-    jars = ",".join(j for j in spark.sparkContext.getConf().get("spark.jars", "").split(",") if j)
-    server = ConnectServer(tmp_path_factory.mktemp("connect"), jars)
+    return ",".join(j for j in spark.sparkContext.getConf().get("spark.jars", "").split(",") if j)
+
+
+@pytest.fixture(scope="module")
+def connect_server(spark, tmp_path_factory) -> Iterator[ConnectServer]:
+    server = ConnectServer(tmp_path_factory.mktemp("connect"), delta_jars(spark))
     yield server
     server.stop()
 
