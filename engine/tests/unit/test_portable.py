@@ -80,12 +80,24 @@ def test_a_connect_url_gives_its_host_and_port(url, expected):
     assert connect.address(url) == expected
 
 
-def test_a_connect_client_sets_session_settings_only_and_utc():
+def test_a_connect_client_sets_session_settings_only():
     settings = connect.session_settings({"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8",
                                          "spark.databricks.delta.optimizeWrite.enabled": "true",
                                          "spark.jars.packages": "x:y:1"})
-    assert settings == {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "8",
-                        "spark.databricks.delta.optimizeWrite.enabled": "true"}
+    assert settings == {"spark.sql.shuffle.partitions": "8", "spark.databricks.delta.optimizeWrite.enabled": "true"}
+
+
+def test_a_connect_session_gets_the_engines_session_settings_under_the_projects(monkeypatch):
+    from lakehouse_engine.sink import spark
+
+    given = {}
+    monkeypatch.setattr(connect, "connect_session", lambda url, name, conf: given.update(conf))
+    config = type("C", (), {"spark": type("S", (), {"master": "sc://h:1", "portable": False,
+                                                    "conf": {"spark.sql.shuffle.partitions": "64"}})()})()
+    spark.get_spark(config)  # type: ignore[arg-type]
+    assert given["spark.sql.session.timeZone"] == "UTC"
+    assert given["spark.databricks.delta.snapshotPartitions"] == "2"
+    assert given["spark.sql.shuffle.partitions"] == "64"
 
 
 def test_an_unreachable_connect_server_is_one_line_naming_the_setting():

@@ -52,10 +52,9 @@ def _cannot_reach(url: str, why: str) -> ConfigError:
 
 
 def session_settings(conf: Mapping[str, str]) -> dict[str, str]:
-    """Of the project's spark.conf, what a Connect client sets on its session, with UTC time."""
-    settings = {"spark.sql.session.timeZone": "UTC"}
-    settings.update({k: str(v) for k, v in conf.items() if k.startswith(_SESSION_PREFIXES)})
-    return settings
+    """Of ``conf`` (the engine's session settings under the project's spark.conf), what a Connect
+    client may set on its session."""
+    return {k: str(v) for k, v in conf.items() if k.startswith(_SESSION_PREFIXES)}
 
 
 def connect_session(url: str, app_name: str, conf: Mapping[str, str]) -> SparkSession:

@@ -48,7 +48,7 @@ from pyspark.sql import types as T
 
 from ..errors import ConfigError
 from ..ops import Op
-from . import columnmap, dvcodec, portable
+from . import columnmap, dvcodec
 from .arrows import arrow_schema
 from .log import localfiles, logstate, transaction
 
@@ -148,8 +148,6 @@ def merge(spark: SparkSession, path: str, changes: pa.Table, key: Sequence[str],
 
     Raises :class:`Unsupported` (nothing written) when Delta's MERGE must do it."""
     started = time.monotonic()
-    if portable.active(spark):
-        raise Unsupported("portable mode: Delta's own MERGE only")
     if not localfiles.is_local(path):
         raise Unsupported("the lake is not on the local file system")
     try:

@@ -153,7 +153,10 @@ def merge(spark: SparkSession, path: str, latest: DataFrame, key: Sequence[str],
 def merge_in_arrow(spark: SparkSession, path: str, rows: pa.Table, key: Sequence[str], facts: BatchFacts,
                    commit: Commit) -> bool:
     """The MERGE of a batch in memory by :mod:`dvmerge` (no Spark job); False when Delta's MERGE
-    must do it instead (nothing was written; the reason is logged once per table)."""
+    must do it instead (nothing was written; the reason is logged once per table, except portable
+    mode's: there it is always so)."""
+    if portable.active(spark):  # dvmerge commits through Delta's transaction in the JVM
+        return False
     columns = [c for c in rows.column_names if c not in bronze.META_COLUMNS] + list(history.CHANGE_META)
     try:
         with session_conf(spark, {USER_METADATA_CONF: commit.marker}):

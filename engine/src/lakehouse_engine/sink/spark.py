@@ -49,6 +49,16 @@ JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.
 # 9.1-10.1 s against 10.6-12.6 s; 5.3 s against 6.3-10.3 s for 4.2k changes). The project's own
 # spark.driver.extraJavaOptions come after these, so e.g. -XX:TieredStopAtLevel=4 wins.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Session settings of every session, a Spark Connect one included (the project's spark.conf wins).
+SESSION_SETTINGS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    # Delta rebuilds a table's state in this many tasks (default 50): most of a small commit's time.
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # VACUUM lists the table's folders in this many tasks (Spark's default: 10,000, nearly all
+    # empty for our unpartitioned tables): 85-98 s per VACUUM on 2 cores, 4-6 s with 8.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
+}
 LOCAL_GC_OPTION = "-XX:+UseSerialGC"  # left out when the project picks a collector (two fail)
 
 log = logging.getLogger(__name__)
@@ -76,7 +86,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     master is a Spark Connect server (:mod:`.connect`), which portable mode writes through."""
     portable.force(config.spark.portable)
     if connect.is_connect_url(config.spark.master):
-        return connect.connect_session(config.spark.master, app_name, config.spark.conf)
+        return connect.connect_session(config.spark.master, app_name, {**SESSION_SETTINGS, **config.spark.conf})
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         raise ConfigError("Java 17 is needed by Spark and was not found: install openjdk-17-jre-headless")
     from pyspark.errors import PySparkRuntimeError
@@ -99,15 +109,11 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
         builder
         .config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
-        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        # VACUUM lists the table's folders in this many tasks (Spark's default: 10,000, nearly all
-        # empty for our unpartitioned tables): 85-98 s per VACUUM on 2 cores, 4-6 s with 8.
-        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "8")
     )
+    for key, value in SESSION_SETTINGS.items():
+        builder = builder.config(key, value)
     if local:  # workers beside the driver share its venv; a cluster gets the engine shipped
         builder = builder.config("spark.executorEnv.PYTHONPATH", _local_python_path(config))
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
