@@ -1,7 +1,7 @@
 """Portable mode against a real Spark Connect server: pyspark's own ``SparkConnectServer``
 started by the harness with the Delta jars and Delta's SQL extension (no Delta Connect plugin),
-the CLI as its ``sc://`` client. Snapshot, catch-up, dq, repair and maintain run through public
-APIs only, and the same changes give silver exactly as the default, JVM path gives it on another
+the CLI as its ``sc://`` client. Snapshot, catch-up, dq, repair, maintain and follow run through
+public APIs only, and the same changes give silver exactly as the default, JVM path gives it on another
 lake."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from lakehouse_engine.source.embedded import free_port
 
 from .helpers import assert_silver_equals_exact_source, run_source_sql
 from .test_cli import cli_command, run_results
+from .test_follow import _until_silver_is_the_source, sigterm
 
 pytestmark = pytest.mark.integration
 
@@ -152,3 +153,24 @@ def test_a_spark_connect_server_without_delta_is_one_line_naming_the_fix(config,
     run = _lakehouse(config, "ingest", "--select", "customers", master=f"sc://127.0.0.1:{port}")
     assert run.returncode != 0
     assert f"cannot reach the Spark Connect server at sc://127.0.0.1:{port}" in run.stderr, run.stderr[-2000:]
+
+
+def test_follow_through_spark_connect_keeps_silver_equal_to_the_source_and_stops_on_sigterm(
+        spark, config, mariadb, connect_server):
+    first = _lakehouse(config, "ingest", "--select", "customers", master=connect_server.url)
+    assert first.returncode == 0, first.stdout + first.stderr[-3000:]
+    command, env = cli_command(config, "follow", "--select", "customers", "--interval", "0.5")
+    process = subprocess.Popen(command, env={**env, "SPARK_MASTER": connect_server.url}, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        run_source_sql(mariadb, config.source.database,
+                       "UPDATE customers SET tier = 'gold' WHERE customer_id <= 20;\n"
+                       "DELETE FROM customers WHERE customer_id BETWEEN 30 AND 32;")
+        seen = _until_silver_is_the_source(process, spark, config)
+        rest = sigterm(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, (seen + rest)[-3000:]
+    assert "follow: SIGTERM: stopping after the current cycle" in seen + rest
+    assert_silver_equals_exact_source(spark, config, "customers")

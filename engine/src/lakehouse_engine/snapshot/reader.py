@@ -261,7 +261,9 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
 
 
 def _silver_schema(table: TableSchema) -> T.StructType:
-    fields = {f.name: f for f in bronze.bronze_schema(spark_schema(table)).fields}
+    """Silver's columns, with the source descriptions bronze records (as silver made from bronze's
+    rows has them: every path makes the same table)."""
+    fields = {f.name: f for f in bronze.bronze_schema(described_schema(table)).fields}
     return T.StructType([fields[name] for name in silver_columns(table)])
 
 
