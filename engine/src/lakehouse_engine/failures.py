@@ -56,6 +56,11 @@ JVM_GONE = ("Spark's JVM stopped ({}); its last lines are in spark.log in the ta
             "OutOfMemoryError there: raise spark.driver.memory under spark.conf in lakehouse_project.yml, "
             "e.g. 4g), then run again; it resumes from the last commit")
 _PY4J_DIR = f"{os.sep}py4j{os.sep}"
+# A Spark Connect server that stopped answering: its client retried for minutes, then raised
+# gRPC's own error.
+_GRPC_GONE = re.compile(r"status = StatusCode\.(UNAVAILABLE|DEADLINE_EXCEEDED)\b")
+CONNECT_GONE = ("the Spark Connect server stopped answering ({}); check that it runs (its own log says why it "
+                "stopped) and that this host reaches it, then run again; it resumes from the last commit")
 
 _interrupted = threading.Event()
 
@@ -96,6 +101,9 @@ def first_line(exc: BaseException) -> str:
 
 def spark_failure(exc: BaseException) -> SparkFailure | None:
     """Read a Spark/py4j exception, or ``None`` when ``exc`` is not one."""
+    gone = _connect_gone(exc)
+    if gone is not None:
+        return SparkFailure("", (CONNECT_GONE.format(gone),))
     if "py4j" not in sys.modules:  # no Spark error can exist yet; spare the import
         return None
     from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
@@ -115,6 +123,33 @@ def spark_failure(exc: BaseException) -> SparkFailure | None:
     if isinstance(exc, OSError) and _raised_in_py4j(exc):  # py4j's socket to a JVM that is gone
         return SparkFailure("", (JVM_GONE.format(f"{type(exc).__name__}: {exc.strerror or exc}"),))
     return None
+
+
+def _connect_gone(exc: BaseException) -> str | None:
+    """The gRPC status of a Spark Connect call that failed for good (its retries exhausted), or
+    None for any other exception. Later calls of this process then fail at once: each would
+    otherwise wait out the client's retries again (minutes), table after table."""
+    grpc = sys.modules.get("grpc")
+    if grpc is None:  # no Spark Connect client was ever used
+        return None
+    if isinstance(exc, grpc.RpcError):
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        status = getattr(code, "name", None) or type(exc).__name__
+    else:  # pyspark re-raises a call that failed without details as its own exception, with gRPC's text
+        found = _GRPC_GONE.search(str(exc)) if type(exc).__module__.startswith("pyspark.errors.exceptions.connect") \
+            else None
+        if found is None:
+            return None
+        status = found.group(1)
+    try:
+        from pyspark.sql.connect.session import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.client.set_retry_policies([])
+    except Exception:  # no session to spare: the message still stands
+        pass
+    return status
 
 
 def _raised_in_py4j(exc: BaseException) -> bool:

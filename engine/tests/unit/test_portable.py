@@ -121,3 +121,35 @@ def test_a_delta_conflict_reaching_a_connect_client_is_a_commit_conflict():
     assert bronze.is_commit_conflict(_ConnectConflict("DELTA_CONCURRENT_APPEND"))
     assert bronze.is_commit_conflict(_ConnectConflict("DELTA_METADATA_CHANGED"))
     assert not bronze.is_commit_conflict(_ConnectConflict("DELTA_MISSING_DELTA_TABLE"))
+
+
+def test_a_spark_connect_server_that_stopped_answering_is_one_line_naming_what_to_check():
+    import grpc
+
+    from lakehouse_engine import failures
+
+    class Gone(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+        def __str__(self):
+            return "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE ...>"
+
+    error = failures.translate(Gone(), command="table orders", lake_root="/lake")
+    assert error is not None and "\n" not in str(error)
+    assert "the Spark Connect server stopped answering (UNAVAILABLE); check that it runs" in str(error)
+    assert failures.translate(ValueError("x"), command="table orders", lake_root="/lake") is None
+
+
+def test_a_call_pyspark_reraised_without_details_is_the_same_line():
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    from lakehouse_engine import failures
+
+    raised = SparkConnectGrpcException(
+        "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n\tdetails = "
+        '"failed to connect to all addresses"')
+    error = failures.translate(raised, command="table orders", lake_root="/lake")
+    assert error is not None and "the Spark Connect server stopped answering (UNAVAILABLE)" in str(error)
+    analysis = SparkConnectGrpcException("[TABLE_OR_VIEW_NOT_FOUND] no such table")
+    assert "stopped answering" not in str(failures.translate(analysis, command="table orders", lake_root="/lake"))

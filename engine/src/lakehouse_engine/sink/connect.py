@@ -8,8 +8,9 @@ statement fails deep in a run), and ships the engine to the server's Python work
 from __future__ import annotations
 
 import socket
+import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ConfigError
 from . import shipping
@@ -44,6 +45,18 @@ def _unreachable(url: str, timeout_s: float = 10.0) -> str | None:
             return None
     except OSError as exc:
         return exc.strerror or type(exc).__name__
+
+
+# Retries of a call the server does not answer: 50 ms growing fourfold, about 70 s in all. The
+# client's default (15 retries, at least 10 minutes) suits an interactive session riding out a
+# server restart; a scheduled run had better fail in a minute and run again from its last commit.
+RETRIES = 6
+
+
+def _retry_policy() -> Any:
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=RETRIES)
 
 
 def _cannot_reach(url: str, why: str) -> ConfigError:
@@ -84,5 +97,8 @@ def connect_session(url: str, app_name: str, conf: Mapping[str, str]) -> SparkSe
             f"the Spark Connect server at {url} runs without Delta Lake: start it with the Delta jars "
             f"(--packages io.delta:delta-spark_2.13:<version>) and --conf spark.sql.extensions={DELTA_EXTENSION} "
             "--conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    cast(Any, spark).client.set_retry_policies([_retry_policy()])  # typed as the classic session
     shipping.ship_engine(spark)
+    # The client warns on stderr when it gives up retrying; the failure reaches the user as one line.
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
     return spark
