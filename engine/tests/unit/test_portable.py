@@ -120,6 +120,7 @@ class _ConnectConflict(Exception):
 def test_a_delta_conflict_reaching_a_connect_client_is_a_commit_conflict():
     assert bronze.is_commit_conflict(_ConnectConflict("DELTA_CONCURRENT_APPEND"))
     assert bronze.is_commit_conflict(_ConnectConflict("DELTA_METADATA_CHANGED"))
+    assert bronze.is_commit_conflict(_ConnectConflict("DELTA_CONCURRENT_APPEND.WITHOUT_HINT"))  # Delta 4.4's
     assert not bronze.is_commit_conflict(_ConnectConflict("DELTA_MISSING_DELTA_TABLE"))
 
 

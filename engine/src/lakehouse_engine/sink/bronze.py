@@ -77,6 +77,7 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
     try:
         writer = df.write.format("delta")
         if replace_all:
+            columnmap.enable_for_rewrite(spark, path, df.columns)
             writer = writer.mode("overwrite").option("overwriteSchema", "true")
         else:
             writer = writer.mode("append")
@@ -203,7 +204,8 @@ def is_commit_conflict(exc: BaseException) -> bool:
     from delta import exceptions as delta_errors
 
     conflicts = tuple(getattr(delta_errors, name) for name in delta_errors.__all__)
-    if isinstance(exc, conflicts) or portable.error_condition(exc) in CONFLICT_CONDITIONS:
+    # Delta's conditions have sub-conditions on Spark Connect (DELTA_CONCURRENT_APPEND.WITHOUT_HINT).
+    if isinstance(exc, conflicts) or portable.error_condition(exc).split(".")[0] in CONFLICT_CONDITIONS:
         return True
     if not isinstance(exc, Py4JJavaError):
         return False

@@ -26,6 +26,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..errors import ConfigError
+from ..identifiers import quote_ident
 from .log import deltalog
 
 MODE = "delta.columnMapping.mode"
@@ -63,6 +64,17 @@ def creation_properties(names: Sequence[str]) -> dict[str, str]:
     ``columnMapping`` feature). Whatever ``defaults.table_features`` says: without mapping, Delta
     cannot create the table at all."""
     return {MODE: "name"} if needs_mapping(names) else {}
+
+
+def enable_for_rewrite(spark: SparkSession, path: str, names: Sequence[str]) -> None:
+    """Switch column mapping on (one metadata commit) for the existing table at ``path`` before it
+    is rewritten with columns ``names`` that need it: an overwrite cannot turn it on, and Delta
+    refuses such names without it. Nothing is done when they do not need it or it is on."""
+    if not needs_mapping(names) or deltalog.newest_version(spark, path) < 0:
+        return
+    if deltalog.table_property(spark, path, MODE) not in (None, "none"):
+        return
+    spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ('{MODE}' = 'name')")
 
 
 def table_names(spark: SparkSession, path: str) -> dict[str, str] | None:

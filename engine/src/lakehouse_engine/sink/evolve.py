@@ -33,7 +33,7 @@ from ..ops import Op
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, sequence
-from . import bronze, schemacommit
+from . import bronze, columnmap, schemacommit
 from .layout import CHANGE_DATA_FEED
 from .log import deltalog
 
@@ -133,5 +133,6 @@ def evolve_silver(spark: SparkSession, path: str, changes: Sequence[LakeChange],
     if schemacommit.commit(spark, path, changes, meta, user_metadata=marker, features=features):
         return
     rows = evolved(spark.read.format("delta").load(path), changes, meta)
+    columnmap.enable_for_rewrite(spark, path, rows.columns)
     rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(
         "userMetadata", marker).save(path)

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -56,7 +55,7 @@ CREATED_ELSEWHERE = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
 _TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")
 
 
-def task_error(exc: Exception, table: str) -> errors.IngestError:
+def task_error(exc: BaseException, table: str) -> errors.IngestError:
     """Re-raise an engine error thrown inside a Spark task as itself, with its one-line message;
     a Python on the executors that lacks a module (or does not start) is a configuration error;
     anything else becomes a retriable error naming the table."""
@@ -130,7 +129,7 @@ def snapshot_batch(
                  for slot, c in enumerate(chunks)]
         try:
             staged = _run_tasks(spark, tasks)
-        except (PythonException, Py4JJavaError) as exc:
+        except _task_errors() as exc:
             raise task_error(exc, table.table) from None
         finally:
             if creating is not None:
@@ -169,6 +168,12 @@ def snapshot_batch(
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
     return watermarks, sum(s.rows for s in staged)
+
+
+def _task_errors() -> tuple[type[BaseException], ...]:
+    """What a failed snapshot job raises: a task's Python error, or Spark's (a lost executor
+    reaches a Spark Connect client as its SparkException, not py4j's error)."""
+    return (PythonException, *spark_errors())
 
 
 def _run_tasks(spark: SparkSession, tasks: Sequence[ChunkTask]) -> list[StagedChunk]:
