@@ -59,6 +59,11 @@ def _retry_policy() -> Any:
     return DefaultPolicy(max_retries=RETRIES)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def _cannot_reach(url: str, why: str) -> ConfigError:
     return ConfigError(f"cannot reach the Spark Connect server at {url} ({why}): start it, or fix "
                        "spark.master in lakehouse_project.yml (SPARK_MASTER overrides it)")
@@ -86,12 +91,16 @@ def connect_session(url: str, app_name: str, conf: Mapping[str, str]) -> SparkSe
 
     try:
         spark = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
-        for key, value in session_settings(conf).items():
-            spark.conf.set(key, value)
         extensions = spark.conf.get("spark.sql.extensions", "") or ""
     except PySparkException as exc:
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise _cannot_reach(url, first) from None
+        raise _cannot_reach(url, _first_line(exc)) from None
+    for key, value in session_settings(conf).items():
+        try:
+            spark.conf.set(key, value)
+        except PySparkException as exc:  # e.g. a static setting, which only the server's start sets
+            raise ConfigError(f"the Spark Connect server at {url} refused the session setting {key} "
+                              f"({_first_line(exc)}): remove it from spark.conf in lakehouse_project.yml "
+                              "(the server's own settings are set where it starts)") from None
     if DELTA_EXTENSION not in extensions:
         raise ConfigError(
             f"the Spark Connect server at {url} runs without Delta Lake: start it with the Delta jars "
