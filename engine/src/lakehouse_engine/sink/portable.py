@@ -19,6 +19,7 @@ same rules and give the same silver; the portable one costs more Spark jobs per 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def active(spark: SparkSession) -> bool:
     return _forced or is_connect(spark)
 
 
+@functools.cache  # evaluated by every `except` that names it: the imports are looked up once
 def spark_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a failed Spark or Delta operation raises: pyspark's re-raised ones and
     py4j's on a classic session, the gRPC client's on Spark Connect (when its packages are
