@@ -18,7 +18,13 @@ from .conftest import PROJECT_ROOT
 from .helpers import run_source_sql
 from .test_cli import cli_command, project_dir
 from .test_cluster_executors import _python
-from .test_s3_lake import BUCKET, HADOOP_AWS, ok, s3_endpoint  # noqa: F401 - s3_endpoint is a fixture
+from .test_s3_lake import (  # noqa: F401 - s3_endpoint is a fixture
+    BUCKET,
+    HADOOP_AWS,
+    _assert_committed_as_the_tasks_wrote_them,
+    ok,
+    s3_endpoint,
+)
 from .test_standalone_cluster import ENGINE_SOURCE, Cluster, _env
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
@@ -57,6 +63,8 @@ def test_an_s3a_lake_is_snapshotted_caught_up_and_checked_on_a_worker_that_canno
 
     snapshot = ok(_lakehouse(config, s3_cluster, s3_endpoint, python, "ingest", "--select", "customers"))
     assert re.search(r"customers +ok +snapshot rows +400 ", snapshot), snapshot
+    _assert_committed_as_the_tasks_wrote_them(s3_endpoint, "lake/bronze/customers/", ["_batch"])
+    _assert_committed_as_the_tasks_wrote_them(s3_endpoint, "lake/silver/customers/", ["customer_id"])
     run_source_sql(mariadb, config.source.database,
                    "UPDATE customers SET full_name = 'On S3' WHERE customer_id <= 3;\n"
                    "DELETE FROM customers WHERE customer_id = 4;")
@@ -74,3 +82,4 @@ def test_an_s3a_lake_is_snapshotted_caught_up_and_checked_on_a_worker_that_canno
     assert [k for k in staged if not k.endswith("/")] == [], "the batch's staged files are removed after its commit"
     data = s3.list_objects_v2(Bucket=BUCKET, Prefix="lake/bronze/customers/")
     assert any(o["Key"].endswith(".parquet") for o in data.get("Contents", []))
+

@@ -6,6 +6,7 @@ downloads 642 MB from Maven Central, and the run takes minutes."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -81,6 +82,8 @@ def test_an_s3a_lake_takes_a_snapshot_the_binlog_checks_status_and_maintenance(c
     assert "conf: {}" in (PROJECT_ROOT / "lakehouse_project.yml").read_text()  # what s3_cli rewrites
     first = ok(s3_cli(config, s3_endpoint, "ingest", "--select", "customers"))
     assert "customers " in first and " ok " in first
+    _assert_committed_as_the_tasks_wrote_them(s3_endpoint, "lake/bronze/customers/", ["_batch"])
+    _assert_committed_as_the_tasks_wrote_them(s3_endpoint, "lake/silver/customers/", ["customer_id"])
     run_source_sql(mariadb, config.source.database, """
         UPDATE customers SET full_name = 'On S3' WHERE customer_id = 3;
         DELETE FROM customers WHERE customer_id = 4;
@@ -102,3 +105,23 @@ def test_an_s3a_lake_takes_a_snapshot_the_binlog_checks_status_and_maintenance(c
     logs = s3.list_objects_v2(Bucket=BUCKET, Prefix="lake/silver/customers/_delta_log/")
     assert logs.get("KeyCount", 0) > 0
     assert os.environ.get("AWS_ACCESS_KEY_ID") != "testing"  # the keys went to the CLI only
+
+def _assert_committed_as_the_tasks_wrote_them(endpoint: str, table: str, stats: list[str]) -> None:
+    """The snapshot's files were written by the tasks into the table's folder and committed from
+    what they reported, not read back and written again by Spark: each file's statistics are the
+    engine's own (``stats``: bronze's batch number, silver's integer key; a Spark write records
+    every column) and its size is the object's."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    objects = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=table)["Contents"]}
+    adds = [json.loads(line)["add"]
+            for key in sorted(k for k in objects if k.startswith(f"{table}_delta_log/") and k.endswith(".json"))
+            for line in s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode().splitlines()
+            if '"add"' in line]
+    assert adds, "the snapshot committed no file"
+    for add in adds:
+        assert sorted(json.loads(add["stats"])["minValues"]) == stats, add
+        assert objects[table + add["path"]] == add["size"], add
+

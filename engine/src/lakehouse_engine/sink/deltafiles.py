@@ -15,8 +15,9 @@ conflict, and the commit info records a ``WRITE`` with ``user_metadata`` (the ch
   answers ``COUNT(*)`` and skips files from them, so they must never be wrong).
 
 Files of a commit that fails are left unreferenced in the folder; ``VACUUM`` removes them, as it
-does for any failed Delta write. Only local lake roots are written this way (pyarrow writes local
-files); other roots use a Spark append.
+does for any failed Delta write. A local lake's files are measured here; files in an object store
+(``s3a://``, written by tasks through pyarrow) come with the size their writer read back, so the
+driver never lists the bucket.
 """
 
 from __future__ import annotations
@@ -32,19 +33,21 @@ from pyspark.sql import SparkSession
 
 from . import columnmap
 from .columnmap import StaleColumns
-from .log.localfiles import local_path
+from .log.localfiles import is_local, local_path
 from .log.transaction import open_transaction
+from .objectstore import object_path
 
 
 @dataclass(frozen=True)
 class DataFile:
     """A Parquet file inside the table's folder, with what its statistics need."""
 
-    path: str  # absolute local path, inside the table's folder
+    path: str  # absolute local path or object-store URI, inside the table's folder
     rows: int
     min_values: Mapping[str, Any] = field(default_factory=dict)
     max_values: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
+    size: int | None = None  # bytes; None: a local file, measured at commit
 
     def stats(self, physical: Mapping[str, str]) -> str:
         """Delta's statistics JSON; it names columns by ``physical`` name, as the files do."""
@@ -70,19 +73,31 @@ def append_files(spark: SparkSession, table_path: str, files: Sequence[DataFile]
     if reads != dict(physical):  # the table's columns changed since the files were written
         raise StaleColumns(f"{table_path} reads columns {reads}, the files hold {dict(physical)}")
     delta = jvm.org.apache.spark.sql.delta
-    root = local_path(str(opened.log.dataPath().toUri().getPath())).rstrip("/") + "/"
-    files = [replace(data, path=local_path(data.path)) for data in files]
+    placed = [_inside(data, opened.log.dataPath()) for data in files]
     none = jvm.scala.Option.empty()
     empty_map = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
     now_ms = int(time.time() * 1000)
     actions = jvm.java.util.ArrayList()
-    for data in files:
-        if not data.path.startswith(root):
-            raise ValueError(f"{data.path} is not inside the table folder {root}")
-        relative = data.path[len(root):]
-        size = os.path.getsize(data.path)
+    for data, relative in placed:
+        size = data.size if data.size is not None else os.path.getsize(data.path)
         actions.add(delta.actions.AddFile(
             jvm.java.net.URI(None, None, relative, None).toString(),  # percent-encoded, as Delta expects
             empty_map, size, now_ms, True, data.stats(reads), None, None, none, none, none, none, none,
         ))
     return opened.commit(actions, user_metadata)
+
+
+def _inside(data: DataFile, data_path: Any) -> tuple[DataFile, str]:
+    """``data`` (a local path normalised) and its path relative to the table's folder
+    ``data_path`` (Hadoop's ``Path``); raises ValueError for a file outside that folder."""
+    if is_local(data.path):
+        root = local_path(str(data_path.toUri().getPath())).rstrip("/") + "/"
+        data = replace(data, path=local_path(data.path))
+        where = data.path
+    else:  # compared as the bucket and key: s3a://b/t and s3://b/t/ name one folder
+        if data.size is None:
+            raise ValueError(f"{data.path}: a file in an object store needs its size")
+        root, where = object_path(str(data_path.toString())) + "/", object_path(data.path)
+    if not where.startswith(root):
+        raise ValueError(f"{data.path} is not inside the table folder {root}")
+    return data, where[len(root):]

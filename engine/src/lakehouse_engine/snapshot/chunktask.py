@@ -56,13 +56,14 @@ class ChunkTask:
     chunk: Chunk
     run_id: str
     batch: int
-    folder: str  # the staging folder for the chunk's Parquet file(s)
+    folder: str  # where the chunk's Parquet file(s) go: a staging folder, or bronze's own in a bucket
     seed_silver: bool = False  # also write the chunk's rows in silver's shape
     window: Window | None = None  # read between watermarks (else in a consistent snapshot)
     # Column names inside the files (:mod:`columnmap`), None: the logical names.
     bronze_names: Mapping[str, str] | None = None
     silver_names: Mapping[str, str] | None = None
     store: ObjectStore | None = None  # ``folder`` is in this object store (s3a://...), else local
+    silver_folder: str | None = None  # where silver-shaped files go; None: ``<folder>/silver``
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class StagedChunk:
     silver_path: str | None = None
     key_min: dict[str, int] = field(default_factory=dict)  # integer key columns only
     key_max: dict[str, int] = field(default_factory=dict)
+    size: int | None = None  # the bronze file's bytes, for a file in an object store
+    silver_size: int | None = None  # the same for the silver-shaped file
 
 
 def stage_chunks(tasks: Iterable[ChunkTask]) -> Iterator[StagedChunk]:
@@ -168,13 +171,15 @@ class _ChunkFiles:
         # Unique names: a retried task's earlier files are never committed, so cannot collide.
         name = f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
         self._path = f"{task.folder.rstrip('/')}/{name}"
-        self._store = task.store
-        self._silver_path = os.path.join(task.folder, "silver", name) if task.seed_silver else None
+        self._filesystem = task.store.filesystem() if task.store is not None else None
+        silver_folder = task.silver_folder or f"{task.folder.rstrip('/')}/silver"
+        self._silver_path = f"{silver_folder.rstrip('/')}/{name}" if task.seed_silver else None
         self._silver_columns = silver_columns(task.table)
         self._bronze_names = columnmap.renamed(schema.names, task.bronze_names)
         self._silver_file_names = columnmap.renamed(self._silver_columns, task.silver_names)
         self._keys = [k for k in task.table.key if pa.types.is_integer(schema.field(k).type)]
         self._writers: list[pq.ParquetWriter] = []
+        self._sizes: list[int | None] = [None, None]  # bronze's file, silver's
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self.rows = 0
@@ -204,14 +209,18 @@ class _ChunkFiles:
         silver = (rows.select(self._silver_columns).rename_columns(self._silver_file_names)
                   if self._silver_path is not None else None)
         if not self._writers:
-            if self._store is not None:  # straight into the bucket: no executor disk is involved
+            if self._filesystem is not None:  # straight into the bucket: no executor disk is involved
                 self._writers.append(pq.ParquetWriter(object_path(self._path), named.schema, compression="snappy",
-                                                      filesystem=self._store.filesystem()))
+                                                      filesystem=self._filesystem))
             else:
                 self._writers.append(pq.ParquetWriter(self._path, named.schema, compression="snappy"))
             if self._silver_path is not None and silver is not None:
-                os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
-                self._writers.append(pq.ParquetWriter(self._silver_path, silver.schema, compression="snappy"))
+                if self._filesystem is not None:
+                    self._writers.append(pq.ParquetWriter(object_path(self._silver_path), silver.schema,
+                                                          compression="snappy", filesystem=self._filesystem))
+                else:
+                    os.makedirs(os.path.dirname(self._silver_path), exist_ok=True)
+                    self._writers.append(pq.ParquetWriter(self._silver_path, silver.schema, compression="snappy"))
         self._writers[0].write_table(named)
         if silver is not None:
             self._writers[1].write_table(silver)
@@ -224,9 +233,14 @@ class _ChunkFiles:
         finally:
             for writer in self._writers:
                 writer.close()
+        if kind is None and self._filesystem is not None and self._writers:
+            # Read back once the upload is complete: the driver commits the sizes without listing.
+            written = [self._path, self._silver_path][: len(self._writers)]
+            self._sizes = [info.size for info in self._filesystem.get_file_info([object_path(p) for p in written if p])]
+            self._sizes += [None] * (2 - len(self._sizes))
 
     def staged(self, index: int, watermark: BinlogPosition) -> StagedChunk:
         if not self._writers:
             return StagedChunk(index, watermark, 0, None)
         return StagedChunk(index, watermark, self.rows, self._path, self._silver_path,
-                           self._min, self._max)
+                           self._min, self._max, *self._sizes)

@@ -9,9 +9,10 @@ back into the engine error it was.
 The tasks write their files into a staging folder (:mod:`staging`): the local lake's
 ``_staging``, which every executor sees where the lake is shared. The driver moves them into
 bronze's folder (a rename) and commits them as they are (:mod:`deltafiles`): the JVM never
-touches the rows. An object-store lake (s3a://...) stages in the project's ``target/staging`` on
-a local master, and under the lake's own ``_staging/`` prefix on a cluster (the tasks write it
-through pyarrow); either way the driver reads the staged files with Spark and appends them.
+touches the rows. An object-store lake's (s3a://...) tasks write through pyarrow straight into
+bronze's folder in the bucket and report each file's size: the driver commits them the same way,
+without a second pass over the rows. Portable mode (no API to commit files) stages them instead
+and appends them with Spark.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from .. import errors
 from ..background import Background
 from ..config.project import SourceProfile
 from ..sink import bronze, columnmap, deltafiles, portable, shipping
-from ..sink.log import localfiles
+from ..sink.log import deltalog, localfiles
+from ..sink.objectstore import ObjectStore, object_path
 from ..sink.portable import spark_errors
 from ..sink.silverlineage import Commit
 from ..source.connection import driver_error_in_text
@@ -104,28 +106,39 @@ def snapshot_batch(
     when silver is exactly one batch behind (see :func:`_seeds_silver`). With ``window``, each
     chunk is read between ``window.low`` and a high watermark of its own (:mod:`window`), its
     binlog reader taking a server id of its own from ``server_ids``."""
-    direct = localfiles.is_local(bronze_path) and not portable.active(spark)
-    seed = silver_path is not None and direct and _seeds_silver(silver_path, checkpoint)
+    by_files = not portable.active(spark)  # committed from the tasks' files (Delta's JVM API)
+    direct = localfiles.is_local(bronze_path) and by_files
+    # An object-store lake's tasks write into bronze's folder in the bucket: nothing to move.
+    in_bucket = staging.store is not None and by_files
+    seed = silver_path is not None and (direct or in_bucket) and _seeds_silver(spark, silver_path, checkpoint)
     # Staged under the lake table's name (two project tables may copy one source table).
     lake_table = bronze_path.rstrip("/").rsplit("/", 1)[-1]
     staging.remove_stale(staging.table_folder(lake_table))
     folder = staging.batch_folder(lake_table, checkpoint.run_id, checkpoint.batch)
-    staging.reset(folder)
+    if not in_bucket:
+        staging.reset(folder)
     schema = bronze.bronze_schema(spark_schema(table))
-    if direct and columnmap.needs_mapping(schema.names):
-        # Delta names a mapped table's files' columns itself: the tasks need those names.
+    if in_bucket or (direct and columnmap.needs_mapping(schema.names)):
+        # Delta names a mapped table's files' columns itself: the tasks need those names. And
+        # it creates no table in a folder that holds files: in a bucket, create before the tasks.
         _create_table(spark, bronze_path, bronze.bronze_schema(described_schema(table)))
-    bronze_names = _file_names(spark, bronze_path, schema.names) if direct else None
-    silver_names = _file_names(spark, silver_path, silver_columns(table)) if seed else None  # type: ignore[arg-type]
+    if in_bucket and seed:
+        _create_table(spark, silver_path, _silver_schema(table))  # type: ignore[arg-type]
+    bronze_names = (_file_names(spark, bronze_path, schema.names) if direct
+                    else (columnmap.table_names(spark, bronze_path) if in_bucket else None))
+    silver_names = ((_file_names(spark, silver_path, silver_columns(table)) if direct  # type: ignore[arg-type]
+                     else columnmap.table_names(spark, silver_path)) if seed else None)  # type: ignore[arg-type]
     # A new bronze table is created while the tasks read: its first Delta operation costs the
     # JVM seconds of warm-up, which then overlap with the read instead of following it.
     creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
                 if direct else None)
     moved: list[Path] = []
+    uploaded: list[str] = []  # in the bucket, not committed yet
     try:
-        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch, folder, seed,
+        tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch,
+                           bronze_path.rstrip("/") if in_bucket else folder, seed,
                            window.for_task(slot, server_ids) if window is not None else None,
-                           bronze_names, silver_names, staging.store)
+                           bronze_names, silver_names, staging.store, silver_path if in_bucket else None)
                  for slot, c in enumerate(chunks)]
         try:
             staged = _run_tasks(spark, tasks)
@@ -141,7 +154,14 @@ def snapshot_batch(
         committed = replace(checkpoint, phase=Phase.SNAPSHOT,
                             snapshot=checkpoint.snapshot.with_done(watermarks))  # type: ignore[union-attr]
         files = [s for s in staged if s.path is not None]
-        if direct:
+        if in_bucket:
+            uploaded = [p for s in files for p in (s.path, s.silver_path) if p is not None]
+            _commit_files(spark, bronze_path, files, committed, bronze_names)  # type: ignore[arg-type]
+            uploaded = []
+            if seed:
+                _seed_silver(spark, silver_path, table, files, committed, silver_names,  # type: ignore[arg-type]
+                             staging.store)
+        elif direct:
             # Into the table's folder only now: Delta will not create a table in a folder
             # that holds files, and files there that no commit references are litter.
             target = Path(localfiles.local_path(bronze_path))
@@ -164,9 +184,12 @@ def snapshot_batch(
                     else spark.createDataFrame([], _nullable(described)))
             bronze.append(rows, bronze_path, committed)
     finally:
-        staging.remove(folder)
+        if not in_bucket:
+            staging.remove(folder)
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
+        if uploaded and staging.store is not None:
+            _remove_uploads(staging.store, uploaded)
     return watermarks, sum(s.rows for s in staged)
 
 
@@ -203,7 +226,7 @@ def task_count(chunks: int, cores: int) -> int:
     return max(1, min(chunks, TASKS_PER_CORE * max(cores, 1)))
 
 
-def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
+def _seeds_silver(spark: SparkSession, silver_path: str, checkpoint: Checkpoint) -> bool:
     """Whether this snapshot batch's rows may go to silver as plain inserts.
 
     During the snapshot silver receives nothing but snapshot rows (binlog changes are merged
@@ -211,13 +234,19 @@ def _seeds_silver(silver_path: str, checkpoint: Checkpoint) -> bool:
     exactly the batches before this one, this batch's rows are new keys and silver may take
     them as they are, without a MERGE. Any other state (a crash between the bronze and the
     silver commit, an unreadable log) leaves silver to the MERGE at the end of the run."""
+    app_id = f"silver:{checkpoint.table}"
+    if not localfiles.is_local(silver_path):  # in a bucket: Delta reads the log
+        if deltalog.newest_version(spark, silver_path) < 0:
+            return checkpoint.batch == 1
+        in_log = int(deltalog.delta_log(spark, silver_path).startTransaction().txnVersion(app_id))
+        return in_log == checkpoint.batch - 1
     log_dir = localfiles.log_dir(silver_path)
     if not log_dir.is_dir():
         return checkpoint.batch == 1
     newest = localfiles.newest_version(log_dir)
     if newest is None:
         return False
-    applied = localfiles.last_txn_version(log_dir, newest, f"silver:{checkpoint.table}")
+    applied = localfiles.last_txn_version(log_dir, newest, app_id)
     return applied == checkpoint.batch - 1
 
 
@@ -235,34 +264,42 @@ def _file_names(spark: SparkSession, path: str, columns: Sequence[str]) -> dict[
     return {c: c for c in columns}
 
 
-def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema,
-                 files: Sequence[StagedChunk], checkpoint: Checkpoint, physical: Mapping[str, str]) -> None:
+def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, files: Sequence[StagedChunk],
+                 checkpoint: Checkpoint, physical: Mapping[str, str], store: ObjectStore | None = None) -> None:
     """Commit the batch's silver-shaped files to silver, as ``silver.apply`` would record a
-    MERGE of this batch. A failure only leaves the batch to that MERGE."""
-    target = Path(localfiles.local_path(silver_path))
+    MERGE of this batch. A failure only leaves the batch to that MERGE. With ``store`` the
+    tasks wrote the files into silver's folder in the bucket (the table exists already)."""
     moved: list[Path] = []
+    uploaded = [chunk.silver_path for chunk in files if chunk.silver_path is not None] if store is not None else []
     try:
-        schema = _silver_schema(table)
-        _create_table(spark, silver_path, schema)
         placed = []
-        for chunk in files:
-            destination = target / Path(chunk.silver_path).name  # type: ignore[arg-type]
-            shutil.move(chunk.silver_path, destination)  # type: ignore[arg-type]
-            moved.append(destination)
-            placed.append(deltafiles.DataFile(
-                str(destination), chunk.rows, chunk.key_min, chunk.key_max, dict.fromkeys(chunk.key_min, 0)))
+        if store is not None:
+            placed = [deltafiles.DataFile(chunk.silver_path, chunk.rows, chunk.key_min, chunk.key_max,  # type: ignore[arg-type]
+                                          dict.fromkeys(chunk.key_min, 0), chunk.silver_size)
+                      for chunk in files]
+        else:
+            target = Path(localfiles.local_path(silver_path))
+            _create_table(spark, silver_path, _silver_schema(table))
+            for chunk in files:
+                destination = target / Path(chunk.silver_path).name  # type: ignore[arg-type]
+                shutil.move(chunk.silver_path, destination)  # type: ignore[arg-type]
+                moved.append(destination)
+                placed.append(deltafiles.DataFile(
+                    str(destination), chunk.rows, chunk.key_min, chunk.key_max, dict.fromkeys(chunk.key_min, 0)))
         deltafiles.append_files(spark, silver_path, placed, app_id=f"silver:{checkpoint.table}",
                                 version=checkpoint.batch,
                                 user_metadata=Commit("", checkpoint.batch, checkpoint.table, checkpoint.run_id,
                                                      checkpoint.generation).marker,
                                 physical=physical)
-        moved = []
+        moved, uploaded = [], []
     except Exception as exc:  # silver catches up by MERGE at the end of the run
         log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
                     checkpoint.table, checkpoint.batch, str(exc).splitlines()[0][:200])
     finally:
         for path in moved:
             path.unlink(missing_ok=True)
+        if uploaded and store is not None:
+            _remove_uploads(store, uploaded)
 
 
 def _silver_schema(table: TableSchema) -> T.StructType:
@@ -314,9 +351,21 @@ def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
                   checkpoint: Checkpoint, physical: Mapping[str, str]) -> None:
     """One idempotent Delta commit of the chunks' files, with ``checkpoint`` as its metadata."""
     batch = checkpoint.batch
-    files = [deltafiles.DataFile(s.path, s.rows, {"_batch": batch}, {"_batch": batch}, {"_batch": 0})
+    files = [deltafiles.DataFile(s.path, s.rows, {"_batch": batch}, {"_batch": batch}, {"_batch": 0}, s.size)
              for s in staged if s.path is not None]
     bronze.commit_files(spark, path, files, checkpoint, physical)
+
+
+def _remove_uploads(store: ObjectStore, uris: Sequence[str]) -> None:
+    """Remove a failed commit's files from bronze's folder in the bucket (those of a failed job
+    are not known here: ``VACUUM`` removes them, as it does any failed Delta write's)."""
+    try:
+        filesystem = store.filesystem()
+        for uri in uris:
+            filesystem.delete_file(object_path(uri))
+    except OSError as exc:
+        log.warning("files of an uncommitted snapshot batch stay in the bucket until VACUUM (%s)",
+                    str(exc).splitlines()[0][:200])
 
 
 def _nullable(schema: T.StructType) -> T.StructType:

@@ -2,10 +2,11 @@
 
 - A local lake stages in ``<lake_root>/_staging`` (executors on other hosts see it where the lake
   is shared, and the driver moves the files into the table by a rename).
-- An object-store lake on a local master stages in the project's ``target/staging``.
-- An object-store lake (``s3a://``) on a cluster stages under ``<lake_root>/_staging/``: the tasks
-  write there through pyarrow (:mod:`..sink.objectstore`), the driver reads the files with Spark.
-  Nothing on the driver's disk is read by a task, nor the reverse.
+- An object-store lake (``s3a://``) is reached through pyarrow (:mod:`..sink.objectstore`) on any
+  master. Its tasks write straight into bronze's folder in the bucket, and the driver commits the
+  files from what the tasks report (:mod:`..snapshot.reader`). In portable mode, which has no
+  API to commit files, they stage under ``<lake_root>/_staging/`` and the driver appends them with
+  Spark. Nothing on the driver's disk is read by a task, nor the reverse.
 
 Folders are ``<staging>/<lake table>/<run>-<batch>``. A finished or failed batch removes its own;
 a killed one (kill -9, a lost host) leaves them, never committed, until the table's next snapshot
@@ -22,7 +23,6 @@ from pathlib import Path
 
 from ..sink import paths
 from ..sink.objectstore import ObjectStore, is_object_store, object_path
-from ..sink.shipping import is_local_master
 
 # Another checkout sharing the lake (its own locks) may be staging the same table right now, so
 # only folders untouched for this long are a dead run's.
@@ -96,6 +96,6 @@ def remove_stale_staging(staged_for: Path, now: float | None = None) -> None:
 def staging_area(lake_root: str, target_dir: Path, master: str, spark_conf: Mapping[str, str]) -> Staging:
     """Where the snapshot of a table in ``lake_root`` stages, on ``master`` with ``spark_conf``
     (the session's settings: S3A's endpoint and keys for an object-store lake)."""
-    if paths.local_folder(lake_root) is None and not is_local_master(master) and is_object_store(lake_root):
+    if paths.local_folder(lake_root) is None and is_object_store(lake_root):
         return Staging(f"{lake_root.rstrip('/')}/{paths.STAGING}", ObjectStore.from_spark_conf(spark_conf))
     return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
