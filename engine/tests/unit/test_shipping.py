@@ -9,8 +9,10 @@ import zipfile
 
 from lakehouse_engine import errors
 from lakehouse_engine.sink import shipping
-from lakehouse_engine.sink.objectstore import ObjectStore, object_path
-from lakehouse_engine.snapshot.reader import task_error
+from lakehouse_engine.sink.columnmap import StaleColumns
+from lakehouse_engine.sink.log.transaction import AlreadyCommitted
+from lakehouse_engine.sink.objectstore import ObjectStore, object_path, unread_settings
+from lakehouse_engine.snapshot.reader import nothing_committed, task_error
 from lakehouse_engine.snapshot.staging import Staging, staging_area
 
 MISSING = """org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 4 times
@@ -77,6 +79,8 @@ def test_snapshot_files_stage_in_a_local_lake_in_an_s3a_lakes_bucket_on_any_mast
     conf = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.hadoop.fs.s3a.path.style.access": "true"}
     assert staging_area("/data/lake", target, "spark://m:7077", conf) == Staging("/data/lake/_staging")
     assert staging_area("s3a://bucket/lake", target, "local[*]", conf).root == "s3a://bucket/lake/_staging"
+    per_bucket = {**conf, "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://other:9000"}
+    assert staging_area("s3a://bucket/lake", target, "local[*]", per_bucket) == Staging(str(target / "staging"))
     in_bucket = staging_area("s3a://bucket/lake/", target, "spark://m:7077", conf)
     assert in_bucket.root == "s3a://bucket/lake/_staging"
     assert in_bucket.store == ObjectStore(endpoint="127.0.0.1:9000", https=False, path_style=True)
@@ -102,3 +106,25 @@ def test_tasks_reach_the_bucket_with_s3as_own_settings_and_keys_never_show_in_a_
     assert ObjectStore.from_spark_conf({}) == ObjectStore()  # AWS itself, keys from the default chain
     assert ObjectStore.from_spark_conf({"spark.hadoop.fs.s3a.endpoint": "https://s3.example:443"}).https
     assert object_path("s3a://bucket/lake/_staging/t/") == "bucket/lake/_staging/t"
+
+
+def test_only_s3a_settings_pyarrow_cannot_honour_are_reported_unread():
+    s3a = "spark.hadoop.fs.s3a."
+    assert unread_settings({f"{s3a}endpoint": "http://m:9000", f"{s3a}access.key": "k",
+                            f"{s3a}aws.credentials.provider":
+                                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider, "
+                                "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"}) == []
+    assert unread_settings([(f"{s3a}bucket.logs.endpoint", "x"), (f"{s3a}assumed.role.arn", "arn:aws:iam::1:role/r"),
+                            (f"{s3a}aws.credentials.provider", "com.example.VaultProvider"),
+                            ("spark.hadoop.fs.gs.project.id", "p")]) == [
+        f"{s3a}bucket.logs.endpoint", f"{s3a}assumed.role.arn", f"{s3a}aws.credentials.provider"]
+
+
+
+def test_only_errors_that_mean_a_commit_did_not_land_let_its_files_be_removed():
+    assert nothing_committed(errors.ConcurrentRunError("another run committed batch 3"))
+    assert nothing_committed(AlreadyCommitted("bronze:orders already committed version 3"))
+    assert nothing_committed(StaleColumns("orders reads other columns"))
+    # After Delta wrote the commit, a failed checkpoint or a lost JVM says nothing of the outcome.
+    assert not nothing_committed(RuntimeError("An error occurred while calling o123.commit"))
+    assert not nothing_committed(ConnectionResetError("py4j gateway gone"))

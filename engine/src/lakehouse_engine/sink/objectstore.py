@@ -1,13 +1,14 @@
 """An object-store lake (``s3a://``) as Spark tasks write to it: through pyarrow, which every
 executor has (the engine needs it) and which needs no JVM.
 
-A snapshot's tasks on a cluster cannot stage their files on the driver's disk, which executors on
-other hosts do not see: they write them under the lake's own ``_staging`` prefix instead, where
-the driver reads them with Spark (:mod:`..snapshot.reader`). pyarrow reaches the bucket the way
-Hadoop's S3A does, from the same settings: the endpoint, region, path-style access and TLS of
-``spark.hadoop.fs.s3a.*``, and keys from there or, like S3A's default chain, from the
-environment, the AWS config files or the instance's role. Per-bucket settings
-(``fs.s3a.bucket.NAME.*``) are not read.
+A snapshot's tasks write their files straight into the tables' folders in the bucket, and the
+driver commits them from what the tasks report (:mod:`..snapshot.reader`); in portable mode they
+write under the lake's ``_staging`` prefix and the driver appends them with Spark. Either way no
+executor needs the driver's disk. pyarrow reaches the bucket the way Hadoop's S3A does, from the
+same settings: the endpoint, region, path-style access and TLS of ``spark.hadoop.fs.s3a.*``, and
+keys from there or, like S3A's default chain, from the environment, the AWS config files or the
+instance's role. Per-bucket settings (``fs.s3a.bucket.NAME.*``), assumed roles and custom
+credential providers are not read (:func:`unread_settings`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,30 @@ def object_path(uri: str) -> str:
     """``s3a://bucket/key`` as pyarrow names it: ``bucket/key``."""
     parts = urlsplit(uri)
     return f"{parts.netloc}{parts.path}".rstrip("/")
+
+
+# Credential providers whose keys pyarrow finds too: in spark.conf, or S3A's default chain.
+_PROVIDERS_READ = ("SimpleAWSCredentialsProvider", "TemporaryAWSCredentialsProvider",
+                   "EnvironmentVariableCredentialsProvider", "IAMInstanceCredentialsProvider",
+                   "DefaultCredentialsProvider", "InstanceProfileCredentialsProvider")
+
+
+def unread_settings(conf: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[str]:
+    """The S3A settings of ``conf`` that pyarrow would not honour: per-bucket ones, assumed roles,
+    and credential providers other than the keys and S3A's default chain."""
+    items = conf.items() if isinstance(conf, Mapping) else conf
+    unread = []
+    for key, value in items:
+        name = key.removeprefix(S3A)
+        if not key.startswith(S3A):
+            continue
+        if name.startswith(("bucket.", "assumed.role.")):
+            unread.append(key)
+        elif name == "aws.credentials.provider":
+            providers = [p.strip().rsplit(".", 1)[-1] for p in value.split(",") if p.strip()]
+            if any(p not in _PROVIDERS_READ for p in providers):
+                unread.append(key)
+    return unread
 
 
 @dataclass(frozen=True)

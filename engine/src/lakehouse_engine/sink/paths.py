@@ -36,7 +36,7 @@ def staging_folder(lake_root: str, target_dir: Path, master: str) -> Path:
     (NFS...) and which the driver then moves them from by a rename on the same file system. Other
     lakes stage in the project's ``target/staging``, which only executors in the driver's process
     see: on any other ``master`` that is refused with one line rather than failing in the tasks
-    (``snapshot.staging`` stages an s3a:// lake on a cluster in the bucket itself)."""
+    (``snapshot.staging`` has an s3a:// lake's tasks write into the bucket itself)."""
     folder = local_folder(lake_root)
     if folder is not None:
         return folder / STAGING

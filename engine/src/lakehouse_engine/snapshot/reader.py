@@ -36,6 +36,7 @@ from ..background import Background
 from ..config.project import SourceProfile
 from ..sink import bronze, columnmap, deltafiles, portable, shipping
 from ..sink.log import deltalog, localfiles
+from ..sink.log.transaction import AlreadyCommitted
 from ..sink.objectstore import ObjectStore, object_path
 from ..sink.portable import spark_errors
 from ..sink.silverlineage import Commit
@@ -122,18 +123,20 @@ def snapshot_batch(
         # Delta names a mapped table's files' columns itself: the tasks need those names. And
         # it creates no table in a folder that holds files: in a bucket, create before the tasks.
         _create_table(spark, bronze_path, bronze.bronze_schema(described_schema(table)))
-    if in_bucket and seed:
-        _create_table(spark, silver_path, _silver_schema(table))  # type: ignore[arg-type]
     bronze_names = (_file_names(spark, bronze_path, schema.names) if direct
                     else (columnmap.table_names(spark, bronze_path) if in_bucket else None))
-    silver_names = ((_file_names(spark, silver_path, silver_columns(table)) if direct  # type: ignore[arg-type]
-                     else columnmap.table_names(spark, silver_path)) if seed else None)  # type: ignore[arg-type]
+    silver_names = None
+    if seed:
+        silver_names = (_file_names(spark, silver_path, silver_columns(table)) if direct  # type: ignore[arg-type]
+                        else _bucket_silver(spark, silver_path, table, checkpoint))  # type: ignore[arg-type]
+        seed = silver_names is not None
     # A new bronze table is created while the tasks read: its first Delta operation costs the
     # JVM seconds of warm-up, which then overlap with the read instead of following it.
     creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
                 if direct else None)
     moved: list[Path] = []
     uploaded: list[str] = []  # in the bucket, not committed yet
+    committing = False  # from the commit's start its outcome may be unknown: keep the files then
     try:
         tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch,
                            bronze_path.rstrip("/") if in_bucket else folder, seed,
@@ -147,6 +150,8 @@ def snapshot_batch(
         finally:
             if creating is not None:
                 creating.result()
+        if in_bucket:
+            uploaded = [p for s in staged for p in (s.path, s.silver_path) if p is not None]
         watermarks = {s.index: s.watermark for s in staged}
         missing = {c.index for c in chunks} - set(watermarks)
         if missing:
@@ -155,9 +160,9 @@ def snapshot_batch(
                             snapshot=checkpoint.snapshot.with_done(watermarks))  # type: ignore[union-attr]
         files = [s for s in staged if s.path is not None]
         if in_bucket:
-            uploaded = [p for s in files for p in (s.path, s.silver_path) if p is not None]
+            committing = True
             _commit_files(spark, bronze_path, files, committed, bronze_names)  # type: ignore[arg-type]
-            uploaded = []
+            uploaded, committing = [], False
             if seed:
                 _seed_silver(spark, silver_path, table, files, committed, silver_names,  # type: ignore[arg-type]
                              staging.store)
@@ -171,8 +176,9 @@ def snapshot_batch(
                 shutil.move(chunk.path, destination)  # type: ignore[arg-type]
                 moved.append(destination)
                 placed.append(StagedChunk(chunk.index, chunk.watermark, chunk.rows, str(destination)))
+            committing = True
             _commit_files(spark, bronze_path, placed, committed, bronze_names)  # type: ignore[arg-type]
-            moved = []
+            moved, committing = [], False
             if seed:
                 _seed_silver(spark, silver_path, table, files, committed, silver_names)  # type: ignore[arg-type]
         else:
@@ -183,6 +189,14 @@ def snapshot_batch(
             rows = (spark.read.schema(described).parquet(*paths) if paths
                     else spark.createDataFrame([], _nullable(described)))
             bronze.append(rows, bronze_path, committed)
+    except BaseException as exc:
+        if committing and not nothing_committed(exc):
+            # The commit may have landed (an error after Delta wrote it): its files must stay.
+            log.warning("%s: the outcome of bronze batch %d's commit is unknown (%s): its files are kept "
+                        "(unreferenced ones are removed by VACUUM)", checkpoint.table, checkpoint.batch,
+                        str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+            moved, uploaded = [], []
+        raise
     finally:
         if not in_bucket:
             staging.remove(folder)
@@ -236,9 +250,12 @@ def _seeds_silver(spark: SparkSession, silver_path: str, checkpoint: Checkpoint)
     silver commit, an unreadable log) leaves silver to the MERGE at the end of the run."""
     app_id = f"silver:{checkpoint.table}"
     if not localfiles.is_local(silver_path):  # in a bucket: Delta reads the log
-        if deltalog.newest_version(spark, silver_path) < 0:
+        newest = deltalog.snapshot(spark, silver_path)
+        if int(newest.version()) < 0:
             return checkpoint.batch == 1
         in_log = int(deltalog.delta_log(spark, silver_path).startTransaction().txnVersion(app_id))
+        if in_log < 0:  # created empty for a first batch whose bronze commit then failed
+            return checkpoint.batch == 1 and int(newest.numOfFiles()) == 0
         return in_log == checkpoint.batch - 1
     log_dir = localfiles.log_dir(silver_path)
     if not log_dir.is_dir():
@@ -271,6 +288,7 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
     tasks wrote the files into silver's folder in the bucket (the table exists already)."""
     moved: list[Path] = []
     uploaded = [chunk.silver_path for chunk in files if chunk.silver_path is not None] if store is not None else []
+    committing = False
     try:
         placed = []
         if store is not None:
@@ -286,6 +304,7 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
                 moved.append(destination)
                 placed.append(deltafiles.DataFile(
                     str(destination), chunk.rows, chunk.key_min, chunk.key_max, dict.fromkeys(chunk.key_min, 0)))
+        committing = True
         deltafiles.append_files(spark, silver_path, placed, app_id=f"silver:{checkpoint.table}",
                                 version=checkpoint.batch,
                                 user_metadata=Commit("", checkpoint.batch, checkpoint.table, checkpoint.run_id,
@@ -293,6 +312,8 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
                                 physical=physical)
         moved, uploaded = [], []
     except Exception as exc:  # silver catches up by MERGE at the end of the run
+        if committing and not nothing_committed(exc):  # it may have landed: keep its files
+            moved, uploaded = [], []
         log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
                     checkpoint.table, checkpoint.batch, str(exc).splitlines()[0][:200])
     finally:
@@ -356,9 +377,30 @@ def _commit_files(spark: SparkSession, path: str, staged: Sequence[StagedChunk],
     bronze.commit_files(spark, path, files, checkpoint, physical)
 
 
+def _bucket_silver(spark: SparkSession, silver_path: str, table: TableSchema,
+                   checkpoint: Checkpoint) -> dict[str, str] | None:
+    """Silver in the bucket, created (empty) before the tasks write into its folder, and the
+    names its files' columns take; None, with silver left to the MERGE, when that fails."""
+    try:
+        _create_table(spark, silver_path, _silver_schema(table))
+        return columnmap.table_names(spark, silver_path)
+    except Exception as exc:
+        log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
+                    checkpoint.table, checkpoint.batch, str(exc).splitlines()[0][:200])
+        return None
+
+
+def nothing_committed(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a commit of files, means that commit did not land: the batch
+    was another run's, the columns changed, a concurrent commit won, or a file was refused."""
+    if isinstance(exc, (errors.ConcurrentRunError, columnmap.StaleColumns, AlreadyCommitted, ValueError)):
+        return True
+    return isinstance(exc, spark_errors()) and bronze.is_commit_conflict(exc)
+
+
 def _remove_uploads(store: ObjectStore, uris: Sequence[str]) -> None:
-    """Remove a failed commit's files from bronze's folder in the bucket (those of a failed job
-    are not known here: ``VACUUM`` removes them, as it does any failed Delta write's)."""
+    """Remove files of an uncommitted batch from the tables' folders in the bucket (those of a
+    failed job are not known here: ``VACUUM`` removes them, as it does any failed Delta write's)."""
     try:
         filesystem = store.filesystem()
         for uri in uris:

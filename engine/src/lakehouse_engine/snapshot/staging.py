@@ -6,7 +6,9 @@
   master. Its tasks write straight into bronze's folder in the bucket, and the driver commits the
   files from what the tasks report (:mod:`..snapshot.reader`). In portable mode, which has no
   API to commit files, they stage under ``<lake_root>/_staging/`` and the driver appends them with
-  Spark. Nothing on the driver's disk is read by a task, nor the reverse.
+  Spark. Nothing on the driver's disk is read by a task, nor the reverse. On a local master with
+  S3A settings pyarrow does not read (:func:`..sink.objectstore.unread_settings`), the tasks stage
+  in the project's ``target/staging`` and the driver appends the files with Spark.
 
 Folders are ``<staging>/<lake table>/<run>-<batch>``. A finished or failed batch removes its own;
 a killed one (kill -9, a lost host) leaves them, never committed, until the table's next snapshot
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..sink import paths
-from ..sink.objectstore import ObjectStore, is_object_store, object_path
+from ..sink.objectstore import ObjectStore, is_object_store, object_path, unread_settings
+from ..sink.shipping import is_local_master
 
 # Another checkout sharing the lake (its own locks) may be staging the same table right now, so
 # only folders untouched for this long are a dead run's.
@@ -97,5 +100,9 @@ def staging_area(lake_root: str, target_dir: Path, master: str, spark_conf: Mapp
     """Where the snapshot of a table in ``lake_root`` stages, on ``master`` with ``spark_conf``
     (the session's settings: S3A's endpoint and keys for an object-store lake)."""
     if paths.local_folder(lake_root) is None and is_object_store(lake_root):
+        if is_local_master(master) and unread_settings(spark_conf):
+            # Settings only S3A reads (a per-bucket endpoint, an assumed role): on one machine
+            # the tasks stage on its disk and Spark appends the files, as S3A reaches the bucket.
+            return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
         return Staging(f"{lake_root.rstrip('/')}/{paths.STAGING}", ObjectStore.from_spark_conf(spark_conf))
     return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
