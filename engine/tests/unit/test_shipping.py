@@ -12,7 +12,8 @@ from lakehouse_engine.sink import shipping
 from lakehouse_engine.sink.columnmap import StaleColumns
 from lakehouse_engine.sink.log.transaction import AlreadyCommitted
 from lakehouse_engine.sink.objectstore import ObjectStore, object_path, unread_settings
-from lakehouse_engine.snapshot.reader import nothing_committed, task_error
+from lakehouse_engine.snapshot.chunktask import batch_tag
+from lakehouse_engine.snapshot.reader import nothing_committed, remove_batch_files, task_error
 from lakehouse_engine.snapshot.staging import Staging, staging_area
 
 MISSING = """org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 4 times
@@ -128,3 +129,23 @@ def test_only_errors_that_mean_a_commit_did_not_land_let_its_files_be_removed():
     # After Delta wrote the commit, a failed checkpoint or a lost JVM says nothing of the outcome.
     assert not nothing_committed(RuntimeError("An error occurred while calling o123.commit"))
     assert not nothing_committed(ConnectionResetError("py4j gateway gone"))
+
+
+def test_a_failed_batchs_files_are_found_by_run_and_batch_and_no_other_file_is_removed(tmp_path):
+    from pyarrow import fs
+
+    bronze, silver = tmp_path / "bronze" / "orders", tmp_path / "silver" / "orders"
+    (bronze / "_delta_log").mkdir(parents=True)
+    silver.mkdir(parents=True)
+    ours = [bronze / f"part-00000-{batch_tag('run-1', 3)}u1-c000.snappy.parquet",
+            silver / f"part-00002-{batch_tag('run-1', 3)}u2-c000.snappy.parquet"]
+    others = [bronze / f"part-00000-{batch_tag('run-1', 30)}u3-c000.snappy.parquet",
+              bronze / f"part-00001-{batch_tag('run-1', 4)}u4-c000.snappy.parquet",
+              bronze / f"part-00001-{batch_tag('run-2', 3)}u5-c000.snappy.parquet",
+              bronze / "part-00000-5b1e-c000.snappy.parquet",  # an older engine's, or Spark's
+              bronze / "_delta_log" / "00000000000000000003.json"]
+    for path in ours + others:
+        path.write_bytes(b"PAR1")
+    remove_batch_files(fs.LocalFileSystem(), [f"file://{bronze}", f"file://{silver}"], "run-1", 3)
+    assert [p for p in ours if p.exists()] == []
+    assert [p for p in others if not p.exists()] == []

@@ -111,6 +111,11 @@ def staged_in_arrow(tasks: Sequence[ChunkTask]) -> Callable[[Iterable[pa.RecordB
     return stage
 
 
+def batch_tag(run_id: str, batch: int) -> str:
+    """What the names of a run's files for one batch hold (and no other batch's or run's)."""
+    return f"{run_id}-b{batch}-"
+
+
 def silver_columns(table: TableSchema) -> list[str]:
     """Silver's columns: the source's and the change metadata silver keeps."""
     return [*table.column_names, *SILVER_META]
@@ -169,7 +174,8 @@ class _ChunkFiles:
 
     def __init__(self, task: ChunkTask, schema: pa.Schema):
         # Unique names: a retried task's earlier files are never committed, so cannot collide.
-        name = f"part-{task.chunk.index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+        # The run and batch in the name let the driver find a failed job's files in a bucket.
+        name = f"part-{task.chunk.index:05d}-{batch_tag(task.run_id, task.batch)}{uuid.uuid4()}-c000.snappy.parquet"
         self._path = f"{task.folder.rstrip('/')}/{name}"
         self._filesystem = task.store.filesystem() if task.store is not None else None
         silver_folder = task.silver_folder or f"{task.folder.rstrip('/')}/silver"

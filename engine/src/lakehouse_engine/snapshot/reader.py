@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from pyarrow import fs as pafs
 from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -46,7 +47,15 @@ from ..source.typemap import described_schema, spark_schema
 from ..state.checkpoint import Checkpoint, Phase
 from ..state.positions import BinlogPosition
 from .chunking import Chunk
-from .chunktask import STAGED_FIELD, ChunkTask, StagedChunk, silver_columns, stage_chunks, staged_in_arrow
+from .chunktask import (
+    STAGED_FIELD,
+    ChunkTask,
+    StagedChunk,
+    batch_tag,
+    silver_columns,
+    stage_chunks,
+    staged_in_arrow,
+)
 from .staging import Staging
 from .window import Window
 
@@ -196,6 +205,10 @@ def snapshot_batch(
                         "(unreferenced ones are removed by VACUUM)", checkpoint.table, checkpoint.batch,
                         str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
             moved, uploaded = [], []
+        elif in_bucket and not uploaded and staging.store is not None:
+            # The job failed: which files its tasks wrote is known only by their names.
+            folders = [bronze_path, *([silver_path] if seed and silver_path is not None else [])]
+            remove_batch_files(staging.store.filesystem(), folders, checkpoint.run_id, checkpoint.batch)
         raise
     finally:
         if not in_bucket:
@@ -396,6 +409,22 @@ def nothing_committed(exc: BaseException) -> bool:
     if isinstance(exc, (errors.ConcurrentRunError, columnmap.StaleColumns, AlreadyCommitted, ValueError)):
         return True
     return isinstance(exc, spark_errors()) and bronze.is_commit_conflict(exc)
+
+
+def remove_batch_files(filesystem: pafs.FileSystem, folders: Sequence[str], run_id: str, batch: int) -> None:
+    """Remove the files ``run_id`` wrote for ``batch`` from the tables' ``folders`` (object-store
+    URIs): one listing each. Only for a batch nothing was committed of; a failure only warns
+    (``VACUUM`` removes what stays)."""
+    tag = batch_tag(run_id, batch)
+    try:
+        for folder in folders:
+            selector = pafs.FileSelector(object_path(folder), allow_not_found=True)
+            for info in filesystem.get_file_info(selector):
+                if info.type == pafs.FileType.File and tag in info.base_name:
+                    filesystem.delete_file(info.path)
+    except OSError as exc:
+        log.warning("files of a failed snapshot batch stay in the bucket until VACUUM (%s)",
+                    str(exc).splitlines()[0][:200])
 
 
 def _remove_uploads(store: ObjectStore, uris: Sequence[str]) -> None:
