@@ -144,8 +144,8 @@ def snapshot_batch(
     creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
                 if direct else None)
     moved: list[Path] = []
-    uploaded: list[str] = []  # in the bucket, not committed yet
     committing = False  # from the commit's start its outcome may be unknown: keep the files then
+    landed = False  # bronze's commit returned: its files are the table's
     try:
         tasks = [ChunkTask(profile, table, c, checkpoint.run_id, checkpoint.batch,
                            bronze_path.rstrip("/") if in_bucket else folder, seed,
@@ -159,8 +159,6 @@ def snapshot_batch(
         finally:
             if creating is not None:
                 creating.result()
-        if in_bucket:
-            uploaded = [p for s in staged for p in (s.path, s.silver_path) if p is not None]
         watermarks = {s.index: s.watermark for s in staged}
         missing = {c.index for c in chunks} - set(watermarks)
         if missing:
@@ -171,7 +169,7 @@ def snapshot_batch(
         if in_bucket:
             committing = True
             _commit_files(spark, bronze_path, files, committed, bronze_names)  # type: ignore[arg-type]
-            uploaded, committing = [], False
+            committing, landed = False, True
             if seed:
                 _seed_silver(spark, silver_path, table, files, committed, silver_names,  # type: ignore[arg-type]
                              staging.store)
@@ -204,19 +202,16 @@ def snapshot_batch(
             log.warning("%s: the outcome of bronze batch %d's commit is unknown (%s): its files are kept "
                         "(unreferenced ones are removed by VACUUM)", checkpoint.table, checkpoint.batch,
                         str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
-            moved, uploaded = [], []
-        elif in_bucket and not uploaded and staging.store is not None:
-            # The job failed: which files its tasks wrote is known only by their names.
+            moved = []
+        elif in_bucket and not landed and staging.store is not None:  # found by their names
             folders = [bronze_path, *([silver_path] if seed and silver_path is not None else [])]
-            remove_batch_files(staging.store.filesystem(), folders, checkpoint.run_id, checkpoint.batch)
+            remove_batch_files(staging.store, folders, checkpoint.run_id, checkpoint.batch)
         raise
     finally:
         if not in_bucket:
             staging.remove(folder)
         for path in moved:  # moved but not committed: never referenced, remove them now
             path.unlink(missing_ok=True)
-        if uploaded and staging.store is not None:
-            _remove_uploads(staging.store, uploaded)
     return watermarks, sum(s.rows for s in staged)
 
 
@@ -300,7 +295,6 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
     MERGE of this batch. A failure only leaves the batch to that MERGE. With ``store`` the
     tasks wrote the files into silver's folder in the bucket (the table exists already)."""
     moved: list[Path] = []
-    uploaded = [chunk.silver_path for chunk in files if chunk.silver_path is not None] if store is not None else []
     committing = False
     try:
         placed = []
@@ -323,17 +317,17 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
                                 user_metadata=Commit("", checkpoint.batch, checkpoint.table, checkpoint.run_id,
                                                      checkpoint.generation).marker,
                                 physical=physical)
-        moved, uploaded = [], []
+        moved = []
     except Exception as exc:  # silver catches up by MERGE at the end of the run
         if committing and not nothing_committed(exc):  # it may have landed: keep its files
-            moved, uploaded = [], []
+            moved = []
+        elif store is not None:
+            remove_batch_files(store, [silver_path], checkpoint.run_id, checkpoint.batch)
         log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
                     checkpoint.table, checkpoint.batch, str(exc).splitlines()[0][:200])
     finally:
         for path in moved:
             path.unlink(missing_ok=True)
-        if uploaded and store is not None:
-            _remove_uploads(store, uploaded)
 
 
 def _silver_schema(table: TableSchema) -> T.StructType:
@@ -411,12 +405,15 @@ def nothing_committed(exc: BaseException) -> bool:
     return isinstance(exc, spark_errors()) and bronze.is_commit_conflict(exc)
 
 
-def remove_batch_files(filesystem: pafs.FileSystem, folders: Sequence[str], run_id: str, batch: int) -> None:
+def remove_batch_files(store: ObjectStore | pafs.FileSystem, folders: Sequence[str], run_id: str,
+                       batch: int) -> None:
     """Remove the files ``run_id`` wrote for ``batch`` from the tables' ``folders`` (object-store
-    URIs): one listing each. Only for a batch nothing was committed of; a failure only warns
-    (``VACUUM`` removes what stays)."""
+    URIs): one listing each, on failure only (which files a failed job's tasks wrote is known only
+    by their names). Only for a batch nothing was committed of in those folders; a failure only
+    warns (``VACUUM`` removes what stays)."""
     tag = batch_tag(run_id, batch)
     try:
+        filesystem = store.filesystem() if isinstance(store, ObjectStore) else store
         for folder in folders:
             selector = pafs.FileSelector(object_path(folder), allow_not_found=True)
             for info in filesystem.get_file_info(selector):
@@ -424,18 +421,6 @@ def remove_batch_files(filesystem: pafs.FileSystem, folders: Sequence[str], run_
                     filesystem.delete_file(info.path)
     except OSError as exc:
         log.warning("files of a failed snapshot batch stay in the bucket until VACUUM (%s)",
-                    str(exc).splitlines()[0][:200])
-
-
-def _remove_uploads(store: ObjectStore, uris: Sequence[str]) -> None:
-    """Remove files of an uncommitted batch from the tables' folders in the bucket (those of a
-    failed job are not known here: ``VACUUM`` removes them, as it does any failed Delta write's)."""
-    try:
-        filesystem = store.filesystem()
-        for uri in uris:
-            filesystem.delete_file(object_path(uri))
-    except OSError as exc:
-        log.warning("files of an uncommitted snapshot batch stay in the bucket until VACUUM (%s)",
                     str(exc).splitlines()[0][:200])
 
 
