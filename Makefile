@@ -7,7 +7,7 @@ VENV := $(abspath .venv)
 PY := $(VENV)/bin/python
 BUILD := $(abspath build)
 
-.PHONY: help setup demo demo-down test test-s3 test-dagster bench lint clean
+.PHONY: help setup demo demo-down test test-s3 test-gcs test-azure test-dagster bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -31,12 +31,20 @@ demo-down: ## stop the demo's MariaDB (make demo leaves it running for you to ex
 test: setup ## run the template's tests, the engine's suite and generated projects' suites
 	@# A generated project's `make setup` (make demo) installs its pinned engine over this one.
 	$(PY) -m pip install -q --no-deps -e engine
-	$(PY) -m pytest -m "not s3 and not dagster"
+	$(PY) -m pytest -m "not s3 and not gcs and not azure and not dagster"
 
 test-s3: setup ## opt-in: the engine's s3a:// lake tests (local master, a standalone cluster, Spark Connect) against a local S3 server (642 MB of jars once)
 	$(PY) -m pip install -q 'moto[server]==5.2.5'
 	$(PY) -m pytest -m s3 engine/tests/integration/test_s3_lake.py engine/tests/integration/test_s3_cluster.py \
 		engine/tests/integration/test_s3_connect.py
+
+test-gcs: setup ## opt-in: the engine's gs:// lake test against a local GCS emulator (built with Go; a 38 MB jar once)
+	@command -v go >/dev/null || { echo "make test-gcs builds its GCS emulator with Go: install Go 1.24 or later (https://go.dev/doc/install)"; exit 1; }
+	$(PY) -m pytest -m gcs engine/tests/integration/test_gcs_lake.py
+
+test-azure: setup ## opt-in: an abfss:// lake's snapshot files through pyarrow against Azurite (from npm once; Spark's ABFS side has no emulator)
+	@command -v npm >/dev/null || { echo "make test-azure installs Azurite with npm: install Node.js 18 or later (https://nodejs.org)"; exit 1; }
+	$(PY) -m pytest -m azure engine/tests/integration/test_azure_store.py
 
 test-dagster: setup ## opt-in: the generated Dagster assets and checks under Dagster's executor (installs Dagster)
 	$(PY) -m pip install -q dagster==1.13.29

@@ -34,6 +34,12 @@ _CALL = re.compile(r"while calling (?:[oz]\d*[.:])?([\w.$]+)\.\s*$")
 _JAVA_CLASS = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*)(?=: |$)")
 _MISSING_S3A = re.compile(r"S3AFileSystem not found|No FileSystem for scheme \"?s3a", re.IGNORECASE)
 _MISSING_FS = re.compile(r"No FileSystem for scheme \"?(\w+)|Class (\S+FileSystem) not found")
+_MISSING_GCS = re.compile(r"GoogleHadoopFileSystem not found|No FileSystem for scheme \"?gs\b", re.IGNORECASE)
+# A Hadoop connector built for Hadoop 3.3 (the GCS connector 3.0.x) reading Parquet with Hadoop
+# 3.4's vectored reads, whose helper changed signature.
+_VECTORED_READS = re.compile(r"NoSuchMethodError.*VectoredReadUtils")
+GCS_CONNECTOR = ("https://repo1.maven.org/maven2/com/google/cloud/bigdataoss/gcs-connector/3.0.13/"
+                 "gcs-connector-3.0.13-shaded.jar")
 # S3A found no credentials in its provider chain (Hadoop's NoAuthWithAWSException).
 _NO_AWS_CREDENTIALS = re.compile(r"NoAuthWithAWSException|No AWS Credentials provided")
 _NOT_WRITABLE = re.compile(
@@ -207,6 +213,19 @@ def lake_config_error(causes: tuple[str, ...], lake_root: str | None, where: str
     root = causes[-1] if causes else "no message"
     if _MISSING_S3A.search(chain):
         return ConfigError(missing_s3a_message(lake_root))
+    if _MISSING_GCS.search(chain):
+        return ConfigError(
+            f"{_lake(lake_root)} needs Google's GCS connector, which Spark does not ship: add its shaded "
+            f"jar ({GCS_CONNECTOR}) to spark.conf 'spark.jars' in lakehouse_project.yml (a URL or a "
+            "downloaded copy) or put it in LAKEHOUSE_JARS_DIR with the Delta jars, and set "
+            "spark.hadoop.fs.gs.impl to com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"
+        )
+    if _VECTORED_READS.search(chain):
+        return ConfigError(
+            f"a Hadoop connector for {_lake(lake_root)} was built for another Hadoop than Spark's and "
+            "fails Parquet's vectored reads: set spark.conf 'spark.hadoop.parquet.hadoop.vectored.io.enabled' "
+            "to \"false\" in lakehouse_project.yml (the GCS connector 3.0.x needs it)"
+        )
     missing = _MISSING_FS.search(chain)
     if missing:
         return ConfigError(

@@ -60,5 +60,24 @@ def test_a_missing_s3a_filesystem_names_hadoop_aws_at_sparks_hadoop_version():
     assert message.startswith(f"lake_root {LAKE} needs the S3A filesystem (hadoop-aws)")
 
 
+def test_a_missing_gcs_connector_names_its_shaded_jar_and_the_filesystem_setting():
+    causes = ('UnsupportedFileSystemException: No FileSystem for scheme "gs"',)
+    message = str(lake_config_error(causes, "gs://bucket/lake", "paths.check_filesystem"))
+    assert message.startswith("lake_root gs://bucket/lake needs Google's GCS connector")
+    assert "gcs-connector-3.0.13-shaded.jar" in message and "spark.hadoop.fs.gs.impl" in message
+    assert "\n" not in message
+
+
+def test_a_connector_built_for_another_hadoop_failing_vectored_reads_names_the_parquet_setting():
+    causes = ("SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+              "gs://bucket/lake/silver/t/part-00001.snappy.parquet.",
+              "RuntimeException: java.lang.NoSuchMethodError: 'void org.apache.hadoop.fs.VectoredReadUtils."
+              "validateRangeRequest(org.apache.hadoop.fs.FileRange)'",
+              "NoSuchMethodError: 'void org.apache.hadoop.fs.VectoredReadUtils.validateRangeRequest("
+              "org.apache.hadoop.fs.FileRange)'")
+    message = str(lake_config_error(causes, "gs://bucket/lake", "silver.apply"))
+    assert "'spark.hadoop.parquet.hadoop.vectored.io.enabled' to \"false\"" in message
+
+
 def test_other_failures_are_not_lake_configuration():
     assert lake_config_error(("FileNotFoundException: /x (No such file or directory)",), LAKE, "dq") is None

@@ -11,7 +11,8 @@ from lakehouse_engine import errors
 from lakehouse_engine.sink import shipping
 from lakehouse_engine.sink.columnmap import StaleColumns
 from lakehouse_engine.sink.log.transaction import AlreadyCommitted
-from lakehouse_engine.sink.objectstore import ObjectStore, object_path, unread_settings
+from lakehouse_engine.sink.objectstore import object_path, unread_settings
+from lakehouse_engine.sink.s3store import S3Store
 from lakehouse_engine.snapshot.chunktask import batch_tag
 from lakehouse_engine.snapshot.reader import nothing_committed, remove_batch_files, task_error
 from lakehouse_engine.snapshot.staging import Staging, staging_area
@@ -74,7 +75,7 @@ def test_a_python_that_could_not_be_forked_for_lack_of_memory_stays_a_retriable_
     assert type(task_error(Exception(text), "orders")) is errors.SourceUnavailableError
 
 
-def test_snapshot_files_stage_in_a_local_lake_in_an_s3a_lakes_bucket_on_any_master_and_elsewhere_refuse_in_one_line(
+def test_snapshot_files_stage_in_a_local_lake_in_an_object_stores_bucket_on_any_master_and_elsewhere_refuse_in_one_line(
         tmp_path):
     target = tmp_path / "target"
     conf = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.hadoop.fs.s3a.path.style.access": "true"}
@@ -84,10 +85,13 @@ def test_snapshot_files_stage_in_a_local_lake_in_an_s3a_lakes_bucket_on_any_mast
     assert staging_area("s3a://bucket/lake", target, "local[*]", per_bucket) == Staging(str(target / "staging"))
     in_bucket = staging_area("s3a://bucket/lake/", target, "spark://m:7077", conf)
     assert in_bucket.root == "s3a://bucket/lake/_staging"
-    assert in_bucket.store == ObjectStore(endpoint="127.0.0.1:9000", https=False, path_style=True)
+    assert in_bucket.store == S3Store(endpoint="127.0.0.1:9000", https=False, path_style=True)
     assert in_bucket.batch_folder("orders", "run-1", 3) == "s3a://bucket/lake/_staging/orders/run-1-3"
+    assert staging_area("gs://bucket/lake", target, "spark://m:7077", conf).root == "gs://bucket/lake/_staging"
+    abfss = "abfss://c@account.dfs.core.windows.net/lake"
+    assert staging_area(abfss, target, "spark://m:7077", conf).root == f"{abfss}/_staging"
     try:
-        staging_area("abfss://c@account.dfs.core.windows.net/lake", target, "spark://m:7077", conf)
+        staging_area("hdfs://namenode/lake", target, "spark://m:7077", conf)
     except errors.ConfigError as error:
         assert "\n" not in str(error) and "spark.master local[*]" in str(error) and "s3a://" in str(error)
     else:
@@ -95,7 +99,7 @@ def test_snapshot_files_stage_in_a_local_lake_in_an_s3a_lakes_bucket_on_any_mast
 
 
 def test_tasks_reach_the_bucket_with_s3as_own_settings_and_keys_never_show_in_a_repr():
-    store = ObjectStore.from_spark_conf([
+    store = S3Store.from_spark_conf([
         ("spark.hadoop.fs.s3a.endpoint", "minio.internal:9000"),
         ("spark.hadoop.fs.s3a.connection.ssl.enabled", "false"),
         ("spark.hadoop.fs.s3a.endpoint.region", "eu-west-1"), ("spark.hadoop.fs.s3a.access.key", "AKIA-SECRET-ID"),
@@ -104,20 +108,20 @@ def test_tasks_reach_the_bucket_with_s3as_own_settings_and_keys_never_show_in_a_
     assert not store.path_style
     assert (store.access_key, store.secret_key) == ("AKIA-SECRET-ID", "very-secret")
     assert "SECRET" not in repr(store) and "secret" not in repr(store)
-    assert ObjectStore.from_spark_conf({}) == ObjectStore()  # AWS itself, keys from the default chain
-    assert ObjectStore.from_spark_conf({"spark.hadoop.fs.s3a.endpoint": "https://s3.example:443"}).https
+    assert S3Store.from_spark_conf({}) == S3Store()  # AWS itself, keys from the default chain
+    assert S3Store.from_spark_conf({"spark.hadoop.fs.s3a.endpoint": "https://s3.example:443"}).https
     assert object_path("s3a://bucket/lake/_staging/t/") == "bucket/lake/_staging/t"
 
 
 def test_only_s3a_settings_pyarrow_cannot_honour_are_reported_unread():
     s3a = "spark.hadoop.fs.s3a."
-    assert unread_settings({f"{s3a}endpoint": "http://m:9000", f"{s3a}access.key": "k",
+    assert unread_settings("s3a://b/lake", {f"{s3a}endpoint": "http://m:9000", f"{s3a}access.key": "k",
                             f"{s3a}aws.credentials.provider":
                                 "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider, "
                                 "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"}) == []
-    assert unread_settings([(f"{s3a}bucket.logs.endpoint", "x"), (f"{s3a}assumed.role.arn", "arn:aws:iam::1:role/r"),
-                            (f"{s3a}aws.credentials.provider", "com.example.VaultProvider"),
-                            ("spark.hadoop.fs.gs.project.id", "p")]) == [
+    assert unread_settings("s3a://b/lake", [
+        (f"{s3a}bucket.logs.endpoint", "x"), (f"{s3a}assumed.role.arn", "arn:aws:iam::1:role/r"),
+        (f"{s3a}aws.credentials.provider", "com.example.VaultProvider"), ("spark.hadoop.fs.gs.project.id", "p")]) == [
         f"{s3a}bucket.logs.endpoint", f"{s3a}assumed.role.arn", f"{s3a}aws.credentials.provider"]
 
 

@@ -1,98 +1,61 @@
-"""An object-store lake (``s3a://``) as Spark tasks write to it: through pyarrow, which every
-executor has (the engine needs it) and which needs no JVM.
+"""An object-store lake (``s3a://``, ``gs://``, ``abfss://``) as Spark tasks write to it: through
+pyarrow's matching file system, which every executor has (the engine needs it) and which needs
+no JVM.
 
-A snapshot's tasks write their files straight into the tables' folders in the bucket, and the
-driver commits them from what the tasks report (:mod:`..snapshot.reader`); in portable mode they
-write under the lake's ``_staging`` prefix and the driver appends them with Spark. Either way no
-executor needs the driver's disk. pyarrow reaches the bucket the way Hadoop's S3A does, from the
-same settings: the endpoint, region, path-style access and TLS of ``spark.hadoop.fs.s3a.*``, and
-keys from there or, like S3A's default chain, from the environment, the AWS config files or the
-instance's role. Per-bucket settings (``fs.s3a.bucket.NAME.*``), assumed roles and custom
-credential providers are not read (:func:`unread_settings`).
+A snapshot's tasks write their files straight into the tables' folders in the bucket (or
+container), and the driver commits them from what the tasks report (:mod:`..snapshot.reader`);
+in portable mode they write under the lake's ``_staging`` prefix and the driver appends them with
+Spark. Either way no executor needs the driver's disk. pyarrow reaches the store from the
+settings the Hadoop file system reads (:mod:`.s3store`, :mod:`.gcsstore`, :mod:`.azurestore`);
+those it cannot honour are listed by :func:`unread_settings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    from pyarrow import fs
+from . import azurestore, gcsstore, s3store
+from .azurestore import AzureStore
+from .gcsstore import GcsStore
+from .s3store import S3Store
 
-SCHEMES = ("s3a", "s3")
-S3A = "spark.hadoop.fs.s3a."
+ObjectStore = S3Store | GcsStore | AzureStore
+SCHEMES = (*s3store.SCHEMES, *gcsstore.SCHEMES, *azurestore.SCHEMES)
+
+Conf = Iterable[tuple[str, str]] | Mapping[str, str]
 
 
 def is_object_store(uri: str) -> bool:
-    """Whether ``uri`` is in a bucket pyarrow's S3 file system writes (``s3a://``, ``s3://``)."""
+    """Whether ``uri`` is in an object store pyarrow writes (``s3a://``, ``s3://``, ``gs://``,
+    ``abfss://``, ``abfs://``)."""
     return urlsplit(uri).scheme in SCHEMES
 
 
 def object_path(uri: str) -> str:
-    """``s3a://bucket/key`` as pyarrow names it: ``bucket/key``."""
+    """``uri`` as pyarrow names it: ``bucket/key`` (``s3a://bucket/key``, ``gs://bucket/key``), or
+    ``container/path`` (``abfss://container@account.dfs.core.windows.net/path``)."""
     parts = urlsplit(uri)
-    return f"{parts.netloc}{parts.path}".rstrip("/")
+    return f"{parts.netloc.partition('@')[0]}{parts.path}".rstrip("/")
 
 
-# Credential providers whose keys pyarrow finds too: in spark.conf, or S3A's default chain.
-_PROVIDERS_READ = ("SimpleAWSCredentialsProvider", "TemporaryAWSCredentialsProvider",
-                   "EnvironmentVariableCredentialsProvider", "IAMInstanceCredentialsProvider",
-                   "DefaultCredentialsProvider", "InstanceProfileCredentialsProvider")
+def store_for(uri: str, conf: Conf) -> ObjectStore:
+    """How tasks reach ``uri``'s store, from the session's settings ``conf``."""
+    scheme = urlsplit(uri).scheme
+    if scheme in gcsstore.SCHEMES:
+        return GcsStore.from_spark_conf(conf)
+    if scheme in azurestore.SCHEMES:
+        return AzureStore.from_spark_conf(conf, uri)
+    return S3Store.from_spark_conf(conf)
 
 
-def unread_settings(conf: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[str]:
-    """The S3A settings of ``conf`` that pyarrow would not honour: per-bucket ones, assumed roles,
-    and credential providers other than the keys and S3A's default chain."""
-    items = conf.items() if isinstance(conf, Mapping) else conf
-    unread = []
-    for key, value in items:
-        name = key.removeprefix(S3A)
-        if not key.startswith(S3A):
-            continue
-        if name.startswith(("bucket.", "assumed.role.")):
-            unread.append(key)
-        elif name == "aws.credentials.provider":
-            providers = [p.strip().rsplit(".", 1)[-1] for p in value.split(",") if p.strip()]
-            if any(p not in _PROVIDERS_READ for p in providers):
-                unread.append(key)
-    return unread
-
-
-@dataclass(frozen=True)
-class ObjectStore:
-    """How tasks reach the lake's bucket (pickled into each task: keys only when the project set
-    them in spark.conf, which Spark ships to its executors anyway)."""
-
-    endpoint: str | None = None  # host[:port]; None: AWS's own for the region
-    https: bool = True
-    region: str | None = None
-    path_style: bool = False
-    access_key: str | None = field(default=None, repr=False)
-    secret_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def from_spark_conf(cls, conf: Iterable[tuple[str, str]] | Mapping[str, str]) -> ObjectStore:
-        """The settings S3A takes from ``spark.hadoop.fs.s3a.*``."""
-        items = conf.items() if isinstance(conf, Mapping) else conf
-        s3a = {key.removeprefix(S3A): value for key, value in items if key.startswith(S3A)}
-        endpoint = s3a.get("endpoint") or None
-        https = s3a.get("connection.ssl.enabled", "true").strip().lower() != "false"
-        if endpoint is not None and "://" in endpoint:  # S3A takes a URL too; its scheme decides TLS
-            parts = urlsplit(endpoint)
-            endpoint, https = parts.netloc, parts.scheme == "https"
-        return cls(endpoint=endpoint, https=https, region=s3a.get("endpoint.region") or None,
-                   path_style=s3a.get("path.style.access", "false").strip().lower() == "true",
-                   access_key=s3a.get("access.key") or None, secret_key=s3a.get("secret.key") or None,
-                   session_token=s3a.get("session.token") or None)
-
-    def filesystem(self) -> fs.S3FileSystem:
-        from pyarrow import fs
-
-        return fs.S3FileSystem(
-            access_key=self.access_key, secret_key=self.secret_key, session_token=self.session_token,
-            region=self.region, endpoint_override=self.endpoint, scheme="https" if self.https else "http",
-            force_virtual_addressing=not self.path_style and self.endpoint is None,
-        )
+def unread_settings(uri: str, conf: Conf) -> list[str]:
+    """The settings of ``conf`` for ``uri``'s store that pyarrow would not honour (the Hadoop
+    file system reads them, so only Spark reaches the store as configured)."""
+    scheme = urlsplit(uri).scheme
+    items = list(conf.items() if isinstance(conf, Mapping) else conf)
+    if scheme in gcsstore.SCHEMES:
+        return gcsstore.unread_settings(items)
+    if scheme in azurestore.SCHEMES:
+        return azurestore.unread_settings(items, uri)
+    return s3store.unread_settings(items)

@@ -36,14 +36,14 @@ def staging_folder(lake_root: str, target_dir: Path, master: str) -> Path:
     (NFS...) and which the driver then moves them from by a rename on the same file system. Other
     lakes stage in the project's ``target/staging``, which only executors in the driver's process
     see: on any other ``master`` that is refused with one line rather than failing in the tasks
-    (``snapshot.staging`` has an s3a:// lake's tasks write into the bucket itself)."""
+    (``snapshot.staging`` has an object-store lake's tasks write into the bucket itself)."""
     folder = local_folder(lake_root)
     if folder is not None:
         return folder / STAGING
     if not is_local_master(master):
         raise ConfigError(f"a snapshot into {lake_root} on the Spark master {master} is not supported yet: its "
-                          "tasks write their files through pyarrow's S3 file system, which serves s3a:// and "
-                          "s3:// lakes only; take the snapshot with spark.master local[*] (catch-up, dq and "
+                          "tasks write their files through pyarrow, which serves s3a://, gs:// and abfss:// "
+                          "lakes only; take the snapshot with spark.master local[*] (catch-up, dq and "
                           "maintain run on the cluster)")
     return target_dir / "staging"
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from pyarrow import ArrowException
 from pyarrow import fs as pafs
 from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
@@ -419,7 +420,7 @@ def remove_batch_files(store: ObjectStore | pafs.FileSystem, folders: Sequence[s
             for info in filesystem.get_file_info(selector):
                 if info.type == pafs.FileType.File and tag in info.base_name:
                     filesystem.delete_file(info.path)
-    except OSError as exc:
+    except (OSError, ArrowException) as exc:  # Azure's client raises ArrowException ("Unknown error")
         log.warning("files of a failed snapshot batch stay in the bucket until VACUUM (%s)",
                     str(exc).splitlines()[0][:200])
 

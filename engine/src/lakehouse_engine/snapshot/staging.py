@@ -2,13 +2,14 @@
 
 - A local lake stages in ``<lake_root>/_staging`` (executors on other hosts see it where the lake
   is shared, and the driver moves the files into the table by a rename).
-- An object-store lake (``s3a://``) is reached through pyarrow (:mod:`..sink.objectstore`) on any
-  master. Its tasks write straight into bronze's folder in the bucket, and the driver commits the
-  files from what the tasks report (:mod:`..snapshot.reader`). In portable mode, which has no
-  API to commit files, they stage under ``<lake_root>/_staging/`` and the driver appends them with
-  Spark. Nothing on the driver's disk is read by a task, nor the reverse. On a local master with
-  S3A settings pyarrow does not read (:func:`..sink.objectstore.unread_settings`), the tasks stage
-  in the project's ``target/staging`` and the driver appends the files with Spark.
+- An object-store lake (``s3a://``, ``gs://``, ``abfss://``) is reached through pyarrow
+  (:mod:`..sink.objectstore`) on any master. Its tasks write straight into bronze's folder in
+  the bucket, and the driver commits the files from what the tasks report
+  (:mod:`..snapshot.reader`). In portable mode, which has no API to commit files, they stage
+  under ``<lake_root>/_staging/`` and the driver appends them with Spark. Nothing on the
+  driver's disk is read by a task, nor the reverse. On a local master with Hadoop settings
+  pyarrow does not read (:func:`..sink.objectstore.unread_settings`), the tasks stage in the
+  project's ``target/staging`` and the driver appends the files with Spark.
 
 Folders are ``<staging>/<lake table>/<run>-<batch>``. A finished or failed batch removes its own;
 a killed one (kill -9, a lost host) leaves them, never committed, until the table's next snapshot
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..sink import paths
-from ..sink.objectstore import ObjectStore, is_object_store, object_path, unread_settings
+from ..sink.objectstore import ObjectStore, is_object_store, object_path, store_for, unread_settings
 from ..sink.shipping import is_local_master
 
 # Another checkout sharing the lake (its own locks) may be staging the same table right now, so
@@ -98,11 +99,11 @@ def remove_stale_staging(staged_for: Path, now: float | None = None) -> None:
 
 def staging_area(lake_root: str, target_dir: Path, master: str, spark_conf: Mapping[str, str]) -> Staging:
     """Where the snapshot of a table in ``lake_root`` stages, on ``master`` with ``spark_conf``
-    (the session's settings: S3A's endpoint and keys for an object-store lake)."""
+    (the session's settings: the endpoint and keys of an object-store lake)."""
     if paths.local_folder(lake_root) is None and is_object_store(lake_root):
-        if is_local_master(master) and unread_settings(spark_conf):
-            # Settings only S3A reads (a per-bucket endpoint, an assumed role): on one machine
-            # the tasks stage on its disk and Spark appends the files, as S3A reaches the bucket.
+        if is_local_master(master) and unread_settings(lake_root, spark_conf):
+            # Settings only Hadoop reads (a per-bucket endpoint, an assumed role): on one machine
+            # the tasks stage on its disk and Spark appends the files, as Hadoop reaches the store.
             return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
-        return Staging(f"{lake_root.rstrip('/')}/{paths.STAGING}", ObjectStore.from_spark_conf(spark_conf))
+        return Staging(f"{lake_root.rstrip('/')}/{paths.STAGING}", store_for(lake_root, spark_conf))
     return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
