@@ -35,15 +35,18 @@ test: setup ## run the template's tests, the engine's suite and generated projec
 
 test-s3: setup ## opt-in: the engine's s3a:// lake tests (local master, a standalone cluster, Spark Connect) against a local S3 server (642 MB of jars once)
 	$(PY) -m pip install -q 'moto[server]==5.2.5'
+	$(PY) -m pip install -q --no-deps -e engine
 	$(PY) -m pytest -m s3 engine/tests/integration/test_s3_lake.py engine/tests/integration/test_s3_cluster.py \
 		engine/tests/integration/test_s3_connect.py
 
 test-gcs: setup ## opt-in: the engine's gs:// lake test against a local GCS emulator (built with Go; a 38 MB jar once)
 	@command -v go >/dev/null || { echo "make test-gcs builds its GCS emulator with Go: install Go 1.24 or later (https://go.dev/doc/install)"; exit 1; }
+	$(PY) -m pip install -q --no-deps -e engine
 	$(PY) -m pytest -m gcs engine/tests/integration/test_gcs_lake.py
 
 test-azure: setup ## opt-in: an abfss:// lake's snapshot files through pyarrow against Azurite (from npm once; Spark's ABFS side has no emulator)
 	@command -v npm >/dev/null || { echo "make test-azure installs Azurite with npm: install Node.js 18 or later (https://nodejs.org)"; exit 1; }
+	$(PY) -m pip install -q --no-deps -e engine
 	$(PY) -m pytest -m azure engine/tests/integration/test_azure_store.py
 
 test-dagster: setup ## opt-in: the generated Dagster assets and checks under Dagster's executor (installs Dagster)

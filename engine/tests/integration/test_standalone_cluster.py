@@ -50,6 +50,9 @@ class Cluster:
     def __init__(self, folder: Path, hidden: list[Path]):
         if shutil.which("unshare") is None:
             pytest.fail("unshare (util-linux) is needed to hide the project from the worker")
+        if any((p / "pyspark").is_dir() for p in hidden):  # hiding it would hide Spark from the worker
+            pytest.fail("the engine is installed into site-packages (a generated project's make setup does "
+                        "that): reinstall it editable with pip install -e engine, as make test does")
         self.port, ui = free_port(), free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.seen = folder / "seen-by-worker.txt"
