@@ -38,7 +38,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsE
 from ..config.project import SourceProfile
 from ..errors import TABLE, ConfigError, FatalError, SourceUnavailableError
 from ..ops import Op
-from ..source.connection import driver_error, password_bytes
+from ..source.connection import SourceConnection, driver_error, password_bytes
 from ..source.statements import Kind, TableName, classify
 from ..source.typemap import binlog_values
 from ..state.positions import BinlogPosition
@@ -217,6 +217,7 @@ class BinlogSource:
                          RotateEvent, MariadbGtidEvent],
             is_mariadb=False,  # True without GTID ignores the file/position
             enable_logging=False,
+            pymysql_wrapper=SourceConnection,  # one TLS context per process, not a CA bundle load per connection
         )
         stream.table_map = _TableMap()
         try:
