@@ -43,7 +43,7 @@ def test_a_gcs_lake_is_reached_with_the_connectors_endpoint_and_authentication()
 
 
 def test_a_gcs_key_file_reaches_pyarrow_through_googles_default_chain(monkeypatch):
-    monkeypatch.delenv(KEYFILE_VARIABLE, raising=False)
+    monkeypatch.setenv(KEYFILE_VARIABLE, "/the/users/own.json")  # recorded, so restored after the test
     GcsStore(endpoint="127.0.0.1:1", https=False, keyfile="/etc/gcp/key.json").filesystem()
     assert os.environ[KEYFILE_VARIABLE] == "/etc/gcp/key.json"
 
@@ -79,6 +79,17 @@ def test_an_azure_lake_takes_a_service_principal_a_managed_identity_or_a_fixed_s
         f"{AZ}account.auth.type.acct.dfs.core.windows.net": "OAuth",
         f"{AZ}account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider"}, LAKE)
     assert identity == AzureStore(account="acct")  # pyarrow's default credential finds the identity
+    user_assigned = AzureStore.from_spark_conf({
+        f"{AZ}account.auth.type": "OAuth", f"{AZ}account.oauth2.client.id": "identity-1",
+        f"{AZ}account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider"}, LAKE)
+    assert user_assigned.client_id == "identity-1"
+    # ABFS needs the client id for a workload identity too; given it alone, pyarrow would ask the
+    # VM's identity service instead of using the pod's federated token.
+    workload = AzureStore.from_spark_conf({
+        f"{AZ}account.auth.type": "OAuth", f"{AZ}account.oauth2.client.id": "app-1",
+        f"{AZ}account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.WorkloadIdentityTokenProvider"},
+        LAKE)
+    assert workload == AzureStore(account="acct")
     sas = AzureStore.from_spark_conf({f"{AZ}account.auth.type": "SAS", f"{AZ}sas.fixed.token": "?sv=1&sig=x"}, LAKE)
     assert sas.sas_token == "sv=1&sig=x" and sas.account_key is None
 
@@ -91,3 +102,16 @@ def test_azure_authentication_pyarrow_cannot_use_is_reported_unread():
                     f"{AZ}sas.token.provider.type": "com.example.SasTokens"}
     assert unread_settings(LAKE, sas_provider) == [f"{AZ}sas.token.provider.type"]
     assert unread_settings(LAKE, {f"{AZ}account.auth.type": "Custom"}) == [f"{AZ}account.auth.type"]
+    # ABFS prefers a SAS token provider to a fixed token.
+    both = {f"{AZ}account.auth.type": "SAS", f"{AZ}sas.fixed.token": "sv=1", f"{AZ}sas.token.provider.type": "x.P"}
+    assert unread_settings(LAKE, both) == [f"{AZ}sas.token.provider.type"]
+    assert unread_settings(LAKE, {f"{AZ}account.auth.type": "SAS", f"{AZ}sas.fixed.token": "sv=1"}) == []
+    encrypted = {f"{AZ}account.key": "k", f"{AZ}account.keyprovider.acct.dfs.core.windows.net": "x.ShellKeys"}
+    assert unread_settings(LAKE, encrypted) == [f"{AZ}account.keyprovider.acct.dfs.core.windows.net"]
+    principal = {f"{AZ}account.auth.type": "OAuth",
+                 f"{AZ}account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"}
+    public = "https://login.microsoftonline.com/tenant-1/oauth2/token"
+    assert unread_settings(LAKE, {**principal, f"{AZ}account.oauth2.client.endpoint": public}) == []
+    for endpoint in ("https://login.chinacloudapi.cn/tenant-1/oauth2/token", "https://login.microsoftonline.com/"):
+        assert unread_settings(LAKE, {**principal, f"{AZ}account.oauth2.client.endpoint": endpoint}) == [
+            f"{AZ}account.oauth2.client.endpoint"]

@@ -81,8 +81,16 @@ def test_snapshot_files_stage_in_a_local_lake_in_an_object_stores_bucket_on_any_
     conf = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000", "spark.hadoop.fs.s3a.path.style.access": "true"}
     assert staging_area("/data/lake", target, "spark://m:7077", conf) == Staging("/data/lake/_staging")
     assert staging_area("s3a://bucket/lake", target, "local[*]", conf).root == "s3a://bucket/lake/_staging"
-    per_bucket = {**conf, "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://other:9000"}
+    per_bucket = {**conf, "spark.hadoop.fs.s3a.bucket.bucket.endpoint": "http://other:9000"}
     assert staging_area("s3a://bucket/lake", target, "local[*]", per_bucket) == Staging(str(target / "staging"))
+    other_bucket = {**conf, "spark.hadoop.fs.s3a.bucket.logs.endpoint": "http://other:9000"}
+    assert staging_area("s3a://bucket/lake", target, "local[*]", other_bucket).root == "s3a://bucket/lake/_staging"
+    try:  # on a cluster the tasks would write with other settings than Spark's: refused in one line
+        staging_area("s3a://bucket/lake", target, "spark://m:7077", per_bucket)
+    except errors.ConfigError as error:
+        assert "\n" not in str(error) and "fs.s3a.bucket.bucket.endpoint" in str(error)
+    else:
+        raise AssertionError("a cluster's tasks would ignore the bucket's own endpoint")
     in_bucket = staging_area("s3a://bucket/lake/", target, "spark://m:7077", conf)
     assert in_bucket.root == "s3a://bucket/lake/_staging"
     assert in_bucket.store == S3Store(endpoint="127.0.0.1:9000", https=False, path_style=True)
@@ -119,7 +127,7 @@ def test_only_s3a_settings_pyarrow_cannot_honour_are_reported_unread():
                             f"{s3a}aws.credentials.provider":
                                 "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider, "
                                 "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"}) == []
-    assert unread_settings("s3a://b/lake", [
+    assert unread_settings("s3a://logs/lake", [
         (f"{s3a}bucket.logs.endpoint", "x"), (f"{s3a}assumed.role.arn", "arn:aws:iam::1:role/r"),
         (f"{s3a}aws.credentials.provider", "com.example.VaultProvider"), ("spark.hadoop.fs.gs.project.id", "p")]) == [
         f"{s3a}bucket.logs.endpoint", f"{s3a}assumed.role.arn", f"{s3a}aws.credentials.provider"]

@@ -7,10 +7,12 @@ Azure file system (see :mod:`.objectstore`), from the settings Hadoop's ABFS dri
 - ``SAS`` with a fixed token: ``fs.azure.sas.fixed.token``;
 - ``OAuth``: a service principal (``ClientCredsTokenProvider`` with
   ``fs.azure.account.oauth2.client.id``, ``.client.secret`` and ``.client.endpoint``, whose path
-  names the tenant), or a managed or workload identity (``MsiTokenProvider``,
-  ``WorkloadIdentityTokenProvider``), which pyarrow's default credential finds itself.
+  names the tenant, in Azure's public cloud), or a managed or workload identity
+  (``MsiTokenProvider``, ``WorkloadIdentityTokenProvider``), which pyarrow's default credential
+  finds itself.
 
-Custom token providers and SAS token providers are not read (:func:`unread_settings`). The lake's
+Custom token providers, SAS token providers, key providers (an encrypted key) and a service
+principal of another cloud are not read (:func:`unread_settings`). The lake's
 host names the account and the cloud: ``container@account.dfs.core.windows.net``.
 """
 
@@ -28,7 +30,9 @@ SCHEMES = ("abfss", "abfs")
 AZURE = "spark.hadoop.fs.azure."
 _AZURE_PUBLIC = "core.windows.net"
 _IDENTITY_PROVIDERS = ("MsiTokenProvider", "WorkloadIdentityTokenProvider")  # pyarrow's default credential
+_MANAGED_IDENTITY = "MsiTokenProvider"
 _SERVICE_PRINCIPAL = "ClientCredsTokenProvider"
+_PUBLIC_LOGIN = "login.microsoftonline.com"  # where pyarrow's service-principal credential signs in
 
 
 def account_host(uri: str) -> str:
@@ -59,16 +63,34 @@ class _Settings:
 
 
 def unread_settings(conf: Iterable[tuple[str, str]] | Mapping[str, str], uri: str) -> list[str]:
-    """The ABFS settings of ``conf`` for ``uri``'s account that pyarrow would not honour."""
+    """The ABFS settings of ``conf`` for ``uri``'s account that pyarrow would not honour: custom
+    token providers, a SAS token provider (ABFS prefers it to a fixed token), an encrypted account
+    key (a key provider), and a service principal outside Azure's public cloud or without a tenant
+    (pyarrow signs in at Microsoft's public login host)."""
     settings = _Settings(conf, account_host(uri))
     auth = settings.auth_type()
-    if auth == "oauth" and settings.provider() not in (*_IDENTITY_PROVIDERS, _SERVICE_PRINCIPAL):
-        return [settings.key_of("account.oauth.provider.type")]
-    if auth == "sas" and settings.get("sas.fixed.token") is None:
-        return [settings.key_of("sas.token.provider.type")]
-    if auth not in ("sharedkey", "oauth", "sas"):
+    if auth == "sharedkey":
+        return [settings.key_of("account.keyprovider")] if settings.get("account.keyprovider") else []
+    if auth == "sas":
+        if settings.get("sas.token.provider.type") or settings.get("sas.fixed.token") is None:
+            return [settings.key_of("sas.token.provider.type")]
+        return []
+    if auth != "oauth":
         return [settings.key_of("account.auth.type")]
-    return []
+    provider = settings.provider()
+    if provider in _IDENTITY_PROVIDERS:
+        return []
+    if provider == _SERVICE_PRINCIPAL:
+        endpoint = urlsplit(settings.get("account.oauth2.client.endpoint") or "")
+        if endpoint.hostname != _PUBLIC_LOGIN or not _tenant(endpoint.path):
+            return [settings.key_of("account.oauth2.client.endpoint")]
+        return []
+    return [settings.key_of("account.oauth.provider.type")]
+
+
+def _tenant(endpoint_path: str) -> str | None:
+    """``/TENANT/oauth2/token`` (or ``/TENANT/oauth2/v2.0/token``)'s tenant."""
+    return endpoint_path.strip("/").split("/", 1)[0] or None
 
 
 @dataclass(frozen=True)
@@ -101,10 +123,13 @@ class AzureStore:
             return replace(store, sas_token=(settings.get("sas.fixed.token") or "").lstrip("?") or None)
         if auth == "oauth" and settings.provider() == _SERVICE_PRINCIPAL:
             endpoint = settings.get("account.oauth2.client.endpoint") or ""
-            tenant = urlsplit(endpoint).path.strip("/").split("/", 1)[0] or None
             return replace(store, client_id=settings.get("account.oauth2.client.id"),
-                         client_secret=settings.get("account.oauth2.client.secret"), tenant_id=tenant)
-        if auth == "oauth":  # a managed or workload identity: its client id picks a user-assigned one
+                           client_secret=settings.get("account.oauth2.client.secret"),
+                           tenant_id=_tenant(urlsplit(endpoint).path))
+        if auth == "oauth" and settings.provider() == _MANAGED_IDENTITY:
+            # Its client id picks a user-assigned identity. Not for a workload identity: given a
+            # client id alone pyarrow asks the VM's identity service, not the pod's federated
+            # token, which its default credential finds from AKS's AZURE_* variables.
             return replace(store, client_id=settings.get("account.oauth2.client.id"))
         return store
 

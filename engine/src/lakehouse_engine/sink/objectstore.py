@@ -58,4 +58,4 @@ def unread_settings(uri: str, conf: Conf) -> list[str]:
         return gcsstore.unread_settings(items)
     if scheme in azurestore.SCHEMES:
         return azurestore.unread_settings(items, uri)
-    return s3store.unread_settings(items)
+    return s3store.unread_settings(items, bucket=urlsplit(uri).netloc)

@@ -26,16 +26,18 @@ _PROVIDERS_READ = ("SimpleAWSCredentialsProvider", "TemporaryAWSCredentialsProvi
                    "DefaultCredentialsProvider", "InstanceProfileCredentialsProvider")
 
 
-def unread_settings(conf: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[str]:
-    """The S3A settings of ``conf`` that pyarrow would not honour: per-bucket ones, assumed roles,
-    and credential providers other than the keys and S3A's default chain."""
+def unread_settings(conf: Iterable[tuple[str, str]] | Mapping[str, str], bucket: str | None = None) -> list[str]:
+    """The S3A settings of ``conf`` that pyarrow would not honour: per-bucket ones (``bucket``'s
+    only, when given), assumed roles, and credential providers other than the keys and S3A's
+    default chain."""
     items = conf.items() if isinstance(conf, Mapping) else conf
+    per_bucket = "bucket." if bucket is None else f"bucket.{bucket}."
     unread = []
     for key, value in items:
         name = key.removeprefix(S3A)
         if not key.startswith(S3A):
             continue
-        if name.startswith(("bucket.", "assumed.role.")):
+        if name.startswith((per_bucket, "assumed.role.")):
             unread.append(key)
         elif name == "aws.credentials.provider":
             providers = [p.strip().rsplit(".", 1)[-1] for p in value.split(",") if p.strip()]

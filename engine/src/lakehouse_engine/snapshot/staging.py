@@ -9,7 +9,8 @@
   under ``<lake_root>/_staging/`` and the driver appends them with Spark. Nothing on the
   driver's disk is read by a task, nor the reverse. On a local master with Hadoop settings
   pyarrow does not read (:func:`..sink.objectstore.unread_settings`), the tasks stage in the
-  project's ``target/staging`` and the driver appends the files with Spark.
+  project's ``target/staging`` and the driver appends the files with Spark; on a cluster such
+  a snapshot stops with one line (its tasks would reach the store as someone else).
 
 Folders are ``<staging>/<lake table>/<run>-<batch>``. A finished or failed batch removes its own;
 a killed one (kill -9, a lost host) leaves them, never committed, until the table's next snapshot
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..sink import paths
 from ..sink.objectstore import ObjectStore, is_object_store, object_path, store_for, unread_settings
 from ..sink.shipping import is_local_master
@@ -101,9 +103,16 @@ def staging_area(lake_root: str, target_dir: Path, master: str, spark_conf: Mapp
     """Where the snapshot of a table in ``lake_root`` stages, on ``master`` with ``spark_conf``
     (the session's settings: the endpoint and keys of an object-store lake)."""
     if paths.local_folder(lake_root) is None and is_object_store(lake_root):
-        if is_local_master(master) and unread_settings(lake_root, spark_conf):
+        unread = unread_settings(lake_root, spark_conf)
+        if unread and is_local_master(master):
             # Settings only Hadoop reads (a per-bucket endpoint, an assumed role): on one machine
             # the tasks stage on its disk and Spark appends the files, as Hadoop reaches the store.
             return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
+        if unread:  # the tasks would reach the store as someone else, or not at all: never guess
+            raise ConfigError(
+                f"a snapshot into {lake_root} on the Spark master {master} cannot use {', '.join(unread)}: its "
+                "tasks write through pyarrow, which does not read those settings; give the store's plain "
+                "settings instead (the README's lake sections list them), or take the snapshot with "
+                "spark.master local[*]")
         return Staging(f"{lake_root.rstrip('/')}/{paths.STAGING}", store_for(lake_root, spark_conf))
     return Staging(str(paths.staging_folder(lake_root, target_dir, master)))
