@@ -8,7 +8,6 @@ API. Opt-in (``make test-azure``, deselected from ``make test``): Azurite comes 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from lakehouse_engine.snapshot.chunktask import batch_tag
 from lakehouse_engine.snapshot.reader import remove_batch_files
 from lakehouse_engine.snapshot.staging import Staging
 
-from .test_s3_lake import _free_port
+from .servers import free_port, serving
 
 pytestmark = [pytest.mark.azure]
 
@@ -49,29 +48,15 @@ def _azurite() -> Path:
 
 @pytest.fixture
 def store(tmp_path) -> Iterator[AzureStore]:
-    port = _free_port()
-    server = subprocess.Popen([str(_azurite()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-                               "--location", str(tmp_path / "azurite"), "--skipApiVersionCheck"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    port = free_port()
+    with serving([str(_azurite()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                               "--location", str(tmp_path / "azurite"), "--skipApiVersionCheck"], port):
         # The account key as the project's spark.conf gives it to ABFS; the emulator's address as a test's.
         found = store_for(LAKE, {f"spark.hadoop.fs.azure.account.key.{ACCOUNT}.dfs.core.windows.net": KEY})
         assert isinstance(found, AzureStore)
         ready = replace(found, emulator=f"127.0.0.1:{port}")
         ready.filesystem().create_dir("lake")
         yield ready
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _write(store: AzureStore, uri: str, rows: int) -> int:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +18,9 @@ import pytest
 
 from .conftest import PROJECT_ROOT
 from .helpers import run_source_sql
+from .servers import free_port, serving
 from .test_cli import cli_command, project_dir
-from .test_s3_lake import _free_port, ok
+from .test_s3_lake import ok
 
 pytestmark = [pytest.mark.integration, pytest.mark.gcs]
 
@@ -52,29 +51,15 @@ def _connector() -> Path:
 
 @pytest.fixture
 def gcs_endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = subprocess.Popen([str(_emulator()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-                               "-backend", "memory", "-public-host", f"127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    with serving([str(_emulator()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
+                               "-backend", "memory", "-public-host", f"127.0.0.1:{port}"], port):
         create = urllib.request.Request(f"{endpoint}/storage/v1/b?project=test", method="POST",
                                         data=json.dumps({"name": BUCKET}).encode(),
                                         headers={"Content-Type": "application/json"})
         urllib.request.urlopen(create, timeout=10).close()
         yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def gcs_cli(config, endpoint: str, *args: str) -> subprocess.CompletedProcess:

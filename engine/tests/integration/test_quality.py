@@ -118,6 +118,10 @@ def test_a_key_held_twice_by_silver_is_named_by_the_value_check(spark, config):
     spark.read.format("delta").load(silver).where("customer_id = 9").write.format("delta").mode("append").save(silver)
     (result,) = run_checks(config, spark, specs)
     assert "customer_id=9: held by 2 rows of silver" in failed_values(result), failed_values(result)
+    # The key check, counted in the same pass over silver, names it too.
+    (keys,) = [c for c in result.checks if c.expectation == "silver_key_unique_and_not_null(customer_id)"]
+    assert not keys.success and keys.observed == (
+        "2 of 401 rows share their key with another row (e.g. customer_id=9: 2 rows)"), keys.observed
 
 
 def test_floats_are_compared_exactly_even_as_keys_and_repair_rereads_them(spark, config, mariadb):
@@ -266,12 +270,13 @@ def test_data_docs_read_offline_in_headless_chromium(spark, config, mariadb):
     assert "Data asset: customers" in text and "<DATAFRAME>" not in text and "newsletter" not in text
     silver_version = deltalog.newest_version(spark, config.table_path("silver", "customers"))
     assert f"Delta version {silver_version}" in text  # which silver was checked
-    # The five checks, each with its observed value: the count at the compared position, the
-    # key's two, silver's lag and the value reconciliation naming the differing key.
-    assert "Must have exactly 400 rows. 399" in text
-    assert "values must never be null. 100% not null" in text
-    assert "values must be unique. 0% unexpected" in text
+    # The four checks, each with its observed value: the count at the compared position, the
+    # key's uniqueness, silver's lag and the value reconciliation naming the differing key.
+    assert ("Silver must hold as many rows as the source held at the compared binlog position. "
+            "399 rows (the source's at the compared position: 400)") in text
+    assert ("Every row must hold a key no other row holds, none of the key's columns NULL. "
+            "0 of 399 rows share their key with another row") in text
     assert "Silver must hold every change the source committed more than" in text and re.search(r"lag \d+ s", text)
     assert "Every row must hold the source's values" in text
     assert "customer_id=42: missing from silver" in text and "make repair TABLE=customers" in text
-    assert "Evaluated Expectations 5" in text and "Unsuccessful Expectations 2" in text
+    assert "Evaluated Expectations 4" in text and "Unsuccessful Expectations 2" in text

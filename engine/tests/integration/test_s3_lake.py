@@ -9,16 +9,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from .conftest import PROJECT_ROOT
 from .helpers import run_source_sql
+from .servers import free_port, serving
 from .test_cli import cli_command, project_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
@@ -27,36 +26,16 @@ BUCKET = "lake-bucket"
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.4.2"  # pyspark 4.1.4's Hadoop (see the README)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def s3_endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    with serving([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port):
         import boto3
 
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
                      aws_secret_access_key="testing").create_bucket(Bucket=BUCKET)
         yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def s3_cli(config, endpoint: str, *args: str) -> subprocess.CompletedProcess:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -30,12 +29,6 @@ pytestmark = pytest.mark.integration
 CUSTOMERS = [TableSpec("customers", "customers")]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_password_with_a_euro_sign_snapshots_and_reads_the_binlog(spark, config, mariadb):
     password = "pa€ss-ü{x}"
     user = f"euro_{uuid.uuid4().hex[:6]}"
@@ -50,7 +43,7 @@ def test_a_password_with_a_euro_sign_snapshots_and_reads_the_binlog(spark, confi
 @pytest.fixture
 def own_server(tmp_path: Path):
     """A MariaDB of this test's own, which it may kill."""
-    server = embedded.EmbeddedServer(tmp_path / "killed-mariadb", _free_port())
+    server = embedded.EmbeddedServer(tmp_path / "killed-mariadb", embedded.free_port())
     embedded.start(server)
     yield server
     embedded.stop(server)

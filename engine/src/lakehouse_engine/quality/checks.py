@@ -83,6 +83,7 @@ def run_quality_checks(
     unique_key: UniqueKey | None = None,
     measured: Sequence[Measured] = (),
     batch_description: Mapping[str, str] | None = None,
+    measured_keys: bool = False,
 ) -> QualityResult:
     """Validate ``df`` for ``table`` and return a summary of every expectation.
 
@@ -105,7 +106,9 @@ def run_quality_checks(
     that expectation's ``observed`` when it fails. ``measured`` are checks made against the
     source (their expectations join the suite, their values are the run's parameters);
     ``batch_description`` (what was checked: e.g. silver's path and Delta version) replaces GX's
-    placeholder for the dataframe in the Data Docs.
+    placeholder for the dataframe in the Data Docs. ``measured_keys``: ``measured`` holds the key
+    and row-count checks (``expectations.keys_measured``, ``rows_measured``), so GX's own
+    not-null, uniqueness and row-count expectations (each a pass over ``df``) are left out.
     """
     if not key_columns:
         raise ValueError(f"{table}: key_columns must not be empty")
@@ -119,7 +122,8 @@ def run_quality_checks(
     _quiet_context(context)
     batch_definition = _batch_definition(context, table)
     suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations, unique=unique,
-                                               count_rows=expected_row_count is not None,
+                                               count_rows=expected_row_count is not None and not measured_keys,
+                                               check_keys=not measured_keys,
                                                measured=[m.expectation for m in measured]))
     validation = _saved(
         context.validation_definitions,
@@ -137,7 +141,8 @@ def run_quality_checks(
         lambda stored: ([v.id for v in stored.validation_definitions] == [validation.id]
                         and not stored.actions and stored.result_format == "SUMMARY"),
     )
-    parameters: dict[str, Any] = {} if expected_row_count is None else {ROW_COUNT_PARAMETER: expected_row_count}
+    parameters: dict[str, Any] = ({} if expected_row_count is None or measured_keys
+                                  else {ROW_COUNT_PARAMETER: expected_row_count})
     for check in measured:
         parameters.update(check.parameters)
     # Should GX's Spark engine persist() the batch after all (a datasource that insists), it never
@@ -260,14 +265,17 @@ def _build_suite(
     *,
     unique: UniqueKey | None = None,
     count_rows: bool = True,
+    check_keys: bool = True,
     measured: Sequence[Expectation] = (),
 ) -> ExpectationSuite:
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
     unique = unique or UniqueKey(tuple(key_columns))
-    expectations: list[Expectation] = [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in key_columns]
-    expectations.append(_unique_expectation(unique.columns, unique.notes))
+    expectations: list[Expectation] = []
+    if check_keys:  # else measured in the engine's pass over silver (``measured`` holds them)
+        expectations += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in key_columns]
+        expectations.append(_unique_expectation(unique.columns, unique.notes))
     if count_rows:  # not for a table that started without a snapshot: silver holds only later changes
         expectations.append(gxe.ExpectTableRowCountToEqual(value={"$PARAMETER": ROW_COUNT_PARAMETER}))
     expectations.extend(measured)

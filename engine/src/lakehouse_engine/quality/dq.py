@@ -47,8 +47,9 @@ from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
-from .freshness import LagMeasurement, measure_lag
+from .freshness import LagMeasurement, silver_lag
 from .reconcile import DRILLED_BUCKETS, Reconciliation, plan_source, too_many_changed
+from .silverpass import KeyFacts
 from .sums import ToReconcile, reconcile_all
 from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
 
@@ -182,14 +183,16 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             continue
         extra = list(spec.expectations()) if spec.expectations else []
         # Not for a snapshot-only table: it stays at its snapshot's end on purpose.
-        lag = _lag(config, spec, state, compared.position, checked_at) if spec.followed else None
+        lag = (silver_lag(config.target_dir, spec.name, state.position, state.synced_at, compared.position,
+                          checked_at) if spec.followed else None)
         silver = _silver_at(spark, config, spec, state)
         uniqueness = key_uniqueness(silver, outcome.schema, config.source)
+        facts = _key_facts(outcome, uniqueness)
         result = run_quality_checks(
             uniqueness.frame, table=spec.name, key_columns=outcome.schema.key,
             expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
             compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
-            measured=_measured(spec, config, outcome, lag),
+            measured=_measured(spec, config, outcome, lag, facts), measured_keys=facts is not None,
             batch_description={"silver table": config.table_path(Layer.SILVER, spec.name),
                                "Delta version": str(state.version), "compared at binlog": str(state.position)},
         )
@@ -202,27 +205,25 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     return _in_order(specs, results)
 
 
-def _lag(config: ProjectConfig, spec: TableSpec, state: SilverState, head: BinlogPosition,
-         checked_at: float) -> LagMeasurement:
-    """Silver's lag, from its checkpoint or, while a follow runs the table, from how far that
-    follow has read it (an idle table's advance is committed only every few minutes)."""
-    from ..state import followstate
-    from ..state.holders import LOCKS_FOLDER, holder
-
-    running = holder(config.target_dir / LOCKS_FOLDER, spec.name)
-    ahead = followstate.read(config.target_dir, spec.name,
-                             running[0] if running is not None and running[1] == "follow" else None)
-    if ahead is not None and ahead.position > state.position:
-        return measure_lag(ahead.position, ahead.at, head, checked_at)
-    return measure_lag(state.position, state.synced_at, head, checked_at)
+def _key_facts(outcome: Compared, uniqueness: KeyUniqueness) -> KeyFacts | None:
+    """Silver's key facts from the reconciliation's pass, where they decide the key checks: the
+    table was reconciled, counted from a snapshot, and its key compares as the source's does (a
+    collated key keeps GX's uniqueness on its collation classes)."""
+    facts = outcome.values.key_facts if outcome.values is not None else None
+    if facts is None or outcome.expected_rows is None or any(c.rule is not None for c in uniqueness.columns):
+        return None
+    return facts
 
 
 def _measured(spec: TableSpec, config: ProjectConfig, outcome: Compared,
-              lag: LagMeasurement | None) -> list[Measured]:
-    """The checks measured against the source, for the table's suite: the lag and the values."""
-    from .expectations import lag_measured, values_measured
+              lag: LagMeasurement | None, facts: KeyFacts | None = None) -> list[Measured]:
+    """The checks measured outside GX, for the table's suite: the lag and the values, and the key
+    and row count when the reconciliation's pass counted them (``facts``)."""
+    from .expectations import keys_measured, lag_measured, rows_measured, values_measured
 
     measured = []
+    if facts is not None and outcome.expected_rows is not None:
+        measured += [keys_measured(list(outcome.schema.key), facts), rows_measured(facts.rows, outcome.expected_rows)]
     if lag is not None:
         measured.append(lag_measured(lag, spec.max_lag_seconds or config.max_lag_seconds))
     if outcome.values is not None:

@@ -13,8 +13,11 @@ and the Great Expectations expectation holding the threshold decides (``expectat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ..state import followstate
+from ..state.holders import LOCKS_FOLDER, holder
 from ..state.positions import BinlogPosition
 
 
@@ -55,3 +58,15 @@ def lag_verdict(measured: LagMeasurement, max_lag_s: float) -> tuple[bool, str]:
                        "catch-up has reached the head since; run `make ingest`")
     return (measured.lag_seconds <= max_lag_s,
             f"lag {measured.lag_seconds:.0f} s (silver at {measured.position}, the source at {measured.head})")
+
+
+def silver_lag(target_dir: Path, table: str, position: BinlogPosition, synced_at: float | None,
+               head: BinlogPosition, checked_at: float) -> LagMeasurement:
+    """Silver's lag, from its checkpoint (``position``, ``synced_at``) or, while a follow runs the
+    table, from how far that follow has read it (an idle table's advance is committed only every
+    few minutes)."""
+    running = holder(target_dir / LOCKS_FOLDER, table)
+    ahead = followstate.read(target_dir, table, running[0] if running is not None and running[1] == "follow" else None)
+    if ahead is not None and ahead.position > position:
+        return measure_lag(ahead.position, ahead.at, head, checked_at)
+    return measure_lag(position, synced_at, head, checked_at)

@@ -38,6 +38,7 @@ from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, select_expression, spark_type
 from .bucketing import Bucketing, is_ranged, plan_bucketing, spark_key_id, sql_key_id
 from .fingerprint import spark_row_hash, sql_row_hash
+from .silverpass import KeyFacts, silver_pass
 
 MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
 DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are named only)
@@ -126,6 +127,8 @@ class Reconciliation:
     differences: tuple[BucketDifference, ...] = ()
     changed_keys: int = 0  # changed between the two positions: left out of the comparison
     not_compared: str | None = None
+    # Silver's rows and keys, counted in the same pass as its sums (None: not counted).
+    key_facts: KeyFacts | None = field(default=None, compare=False)
 
     @property
     def success(self) -> bool:
@@ -248,25 +251,21 @@ def without_keys(spark: SparkSession, silver: DataFrame, schema: TableSchema, ke
     return silver.join(F.broadcast(listed), on=list(schema.key), how="left_anti")
 
 
-def silver_sums(silver: DataFrame, schema: TableSchema, bucketing: Bucketing) -> Sums:
-    # The select keeps only its own two columns: "b" and "h" cannot meet a column of silver.
-    rows = (silver.select(bucketing.spark().alias("b"), spark_row_hash(schema.columns).alias("h"))
-            .groupBy("b").agg(F.count(F.lit(1)).alias("n"), F.bit_xor("h").alias("x")).collect())
-    return {int(r["b"]): (int(r["n"]), int(r["x"])) for r in rows}
-
-
 @dataclass(frozen=True)
 class SilverSide:
-    """Silver without the keys changed between the two positions, and its bucket sums."""
+    """Silver without the keys changed between the two positions, its bucket sums, and the facts
+    about its keys read in the same pass (None: not measured, see ``silverpass``)."""
 
     rows: DataFrame
     sums: Sums
+    facts: KeyFacts | None = None
 
 
 def silver_side(spark: SparkSession, silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
                 changed: Sequence[Key]) -> SilverSide:
-    kept = without_keys(spark, silver, schema, changed)
-    return SilverSide(kept, silver_sums(kept, schema, bucketing))
+    """Silver's side, summed in one pass (``silverpass``) that also counts its rows and keys."""
+    measured = silver_pass(spark, silver, schema, bucketing, changed)
+    return SilverSide(without_keys(spark, silver, schema, changed), measured.sums, measured.facts)
 
 
 def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
@@ -338,4 +337,4 @@ def reconcile(conn: pymysql.connections.Connection, side: SourceSide, silver: Si
             keys = key_differences({k: v for k, v in theirs[bucket].items() if k not in skip}, ours[bucket])
         differences.append(BucketDifference(side.bucketing.describe(bucket), there, here, tuple(keys),
                                             drilled=bucket in ours))
-    return Reconciliation(buckets, tuple(differences), len(changed))
+    return Reconciliation(buckets, tuple(differences), len(changed), key_facts=silver.facts)
