@@ -31,7 +31,8 @@ demo-down: ## stop the demo's MariaDB (make demo leaves it running for you to ex
 test: setup ## run the template's tests, the engine's suite and generated projects' suites
 	@# A generated project's `make setup` (make demo) installs its pinned engine over this one.
 	$(PY) -m pip install -q --no-deps -e engine
-	$(PY) -m pytest -m "not s3 and not gcs and not azure and not dagster"
+	@# --durations: the slowest tests, named at the end (CI allows the whole run 90 minutes).
+	$(PY) -m pytest -m "not s3 and not gcs and not azure and not dagster" --durations=25
 
 test-s3: setup ## opt-in: the engine's s3a:// lake tests (local master, a standalone cluster, Spark Connect) against a local S3 server (642 MB of jars once)
 	$(PY) -m pip install -q 'moto[server]==5.2.5'

@@ -102,3 +102,13 @@ def test_the_row_count_check_compares_silver_with_the_source_count_at_the_compar
 
 def test_bucket_sums_drop_buckets_emptied_by_changed_keys_and_the_null_keys_bucket():
     assert bucket_sums([(1, 3, 7), (2, 0, 0), (None, 1, 5), (-4, 1, 0)]) == {1: (3, 7), -4: (1, 0)}
+
+
+def test_silver_rows_with_a_null_key_fail_the_values_check_and_name_the_rebuild():
+    nulls = Reconciliation(buckets=4, unbucketed_rows=2)
+    check = values_measured("customers", nulls)
+    verdict = judged(check.expectation, check.parameters[VALUES_PARAMETER])
+    assert not nulls.success and not verdict["success"]
+    assert verdict["result"]["observed_value"] == (
+        "2 rows of silver have a NULL key column, which no source row has; "
+        "write silver anew from bronze with `make rebuild TABLE=customers`")

@@ -136,7 +136,7 @@ def test_the_report_names_differing_buckets_keys_and_what_was_left_out():
     twice = Reconciliation(buckets=5, differences=(BucketDifference(
         "id 00..09", 10, 11, (KeyDifference("id=3", "held by 2 rows of silver"),), drilled=True),))
     assert twice.observed("orders").endswith("write silver anew from bronze with `make rebuild TABLE=orders` (a "
-                                             "key held twice is not re-read away), then `make repair "
+                                             "key held twice or a NULL key is not re-read away), then `make repair "
                                              "TABLE=orders` if rows still differ")
     with pytest.raises(ValueError):
         report.differing_keys()  # repair must not act on buckets it did not compare key by key

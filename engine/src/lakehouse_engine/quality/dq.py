@@ -49,12 +49,11 @@ from ..state.positions import BinlogPosition
 from ..tables import TableSpec
 from .freshness import LagMeasurement, silver_lag
 from .reconcile import DRILLED_BUCKETS, Reconciliation, plan_source, too_many_changed
-from .silverpass import KeyFacts
+from .silverpass import KeyFacts, key_facts
 from .sums import ToReconcile, reconcile_all
-from .uniqueness import KeyUniqueness, collision_message, key_uniqueness
+from .uniqueness import compared_bytewise, key_uniqueness
 
 if TYPE_CHECKING:
-    from .checks import UniqueKey
     from .expectations import Measured
 
 log = logging.getLogger(__name__)
@@ -187,11 +186,11 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
                           checked_at) if spec.followed else None)
         silver = _silver_at(spark, config, spec, state)
         uniqueness = key_uniqueness(silver, outcome.schema, config.source)
-        facts = _key_facts(outcome, uniqueness)
+        facts = _key_facts(spec, outcome, silver)
         result = run_quality_checks(
             uniqueness.frame, table=spec.name, key_columns=outcome.schema.key,
             expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
-            compared_at=str(state.position), unique_key=_unique_key(spec.name, uniqueness),
+            compared_at=str(state.position), unique_key=uniqueness.expectation(spec.name),
             measured=_measured(spec, config, outcome, lag, facts), measured_keys=facts is not None,
             batch_description={"silver table": config.table_path(Layer.SILVER, spec.name),
                                "Delta version": str(state.version), "compared at binlog": str(state.position)},
@@ -205,14 +204,19 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     return _in_order(specs, results)
 
 
-def _key_facts(outcome: Compared, uniqueness: KeyUniqueness) -> KeyFacts | None:
-    """Silver's key facts from the reconciliation's pass, where they decide the key checks: the
-    table was reconciled, counted from a snapshot, and its key compares as the source's does (a
-    collated key keeps GX's uniqueness on its collation classes)."""
-    facts = outcome.values.key_facts if outcome.values is not None else None
-    if facts is None or outcome.expected_rows is None or any(c.rule is not None for c in uniqueness.columns):
+def _key_facts(spec: TableSpec, outcome: Compared, silver: DataFrame) -> KeyFacts | None:
+    """Silver's key facts where they decide the key and row-count checks (else GX's own
+    expectations do): for every table whose values are compared, counted from a snapshot, with
+    a key silver compares as the source does (a collated key keeps GX's uniqueness on its
+    collation classes). Decided by the table alone, so its stored suite keeps one shape; the
+    facts come from the reconciliation's pass, or a pass of their own when it made none (too
+    many changed keys, say). None where silver lacks a key column (GX reports it)."""
+    if not (compares_values(spec) and outcome.expected_rows is not None
+            and compared_bytewise(outcome.schema, silver.schema)):
         return None
-    return facts
+    if outcome.values is not None and outcome.values.key_facts is not None:
+        return outcome.values.key_facts
+    return key_facts(silver, outcome.schema)
 
 
 def _measured(spec: TableSpec, config: ProjectConfig, outcome: Compared,
@@ -270,13 +274,15 @@ def changed_keys(transactions: Iterable[Transaction], table: str, low: BinlogPos
 
 
 def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec],
-                        states: Mapping[str, SilverState], *, drilled: int = DRILLED_BUCKETS) -> SourceComparison:
+                        states: Mapping[str, SilverState], *, drilled: int = DRILLED_BUCKETS,
+                        count_keys: bool = True) -> SourceComparison:
     """Count (and, where possible, reconcile value by value) every table in one read view of the
     source at one position ``P``, carried back to each table's silver position through the binlog.
 
     The read view stays open while silver is summed: the keys changed between the positions are
     taken out of the source's sums in that same view. ``drilled``: differing buckets compared
-    key by key per table."""
+    key by key per table; ``count_keys``: count silver's rows and keys in the same pass where
+    ``dq`` checks them so (``silverpass``)."""
     database = config.source.database
     tables: dict[str, Compared | NotComparable] = {}
     with connection(config.source) as conn:
@@ -303,8 +309,10 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
             if spec.name in bucketings:
                 low, high = sorted((state.position, position))
                 changed = changed_keys(transactions, spec.source_table, low, high, schema)
+                silver = _silver_at(spark, config, spec, state)
+                counted = count_keys and compared_bytewise(schema, silver.schema)
                 reconciled[spec.name] = too_many_changed(changed) or ToReconcile(
-                    schema, bucketings[spec.name], _silver_at(spark, config, spec, state), changed)
+                    schema, bucketings[spec.name], silver, changed, counted)
         to_reconcile = {name: c for name, c in reconciled.items() if isinstance(c, ToReconcile)}
         outcomes = {**reconciled, **reconcile_all(conn, spark, to_reconcile, drilled)}
         for name, count in expected.items():
@@ -328,22 +336,6 @@ def purged_positions(conn: Any, states: Mapping[str, SilverState]) -> dict[str, 
         f"files begin at {min(files, default='none')}), so the changes since can be neither compared nor "
         f"ingested; re-snapshot the table with `make ingest TABLE={name} FULL_REFRESH=1`", table=name)
         for name, state in states.items() if state.position.file not in files}
-
-
-def _unique_key(table: str, uniqueness: KeyUniqueness) -> UniqueKey:
-    """The uniqueness expectation of ``table``: on the key's collation classes where the key has
-    a collated column (with a note saying so), failing with the collisions found."""
-    from .checks import UniqueKey
-
-    collated = [c for c in uniqueness.columns if c.rule is not None]
-    notes = None
-    if collated:
-        notes = ("Keys compared as the source compares them: " + "; ".join(
-            f"{c.name} in {c.rule.collation} ({c.rule.describe()})" for c in collated if c.rule is not None)
-            + ". Spellings the source calls one key count as one value (the first of them).")
-    failure = (collision_message(table, uniqueness.columns, uniqueness.collisions, uniqueness.complete)
-               if uniqueness.collisions else None)
-    return UniqueKey(uniqueness.checked_columns, notes, failure)
 
 
 def _in_order(specs: Sequence[TableSpec], results: list[Any]) -> list[Any]:

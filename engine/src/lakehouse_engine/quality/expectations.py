@@ -124,7 +124,8 @@ class ExpectSilverValuesToEqualSource(BatchExpectation):
     def _validate(self, metrics: dict[str, Any], runtime_configuration: dict[str, Any] | None = None,
                   execution_engine: Any = None) -> dict[str, Any]:
         measured = self._get_success_kwargs()["measured"]
-        success = measured.get("not_compared") is None and not measured.get("differing_buckets")
+        success = (measured.get("not_compared") is None and not measured.get("differing_buckets")
+                   and not measured.get("unbucketed_rows"))
         return {"success": success, "result": {"observed_value": str(measured["observed"]),
                                                "details": {"differing_keys": list(measured["differing_keys"])}}}
 
@@ -221,6 +222,7 @@ def values_measured(table: str, reconciliation: Reconciliation) -> Measured:
     keys = [f"{k.key}: {k.problem}" for d in reconciliation.differences if d.drilled for k in d.keys]
     parameter = {"not_compared": reconciliation.not_compared, "buckets": reconciliation.buckets,
                  "differing_buckets": len(reconciliation.differences), "differing_keys": keys,
+                 "unbucketed_rows": reconciliation.unbucketed_rows,
                  "observed": reconciliation.observed(table)}
     return Measured(ExpectSilverValuesToEqualSource(), {VALUES_PARAMETER: parameter})
 

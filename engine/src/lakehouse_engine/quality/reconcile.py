@@ -12,7 +12,7 @@ The two sides are taken at two positions, which ``dq`` reconciles like its row c
 - silver at the Delta version it looks at, holding every change up to ``R`` (``R <= P``).
 
 Keys changed between ``R`` and ``P`` (in the binlog, read by ``dq``) may rightly differ. They are
-taken out of both sides (in the same read view on the source, by an anti join in silver) and
+taken out of both sides (in the same read view on the source, by a join in silver) and
 counted as "not compared"; every other key holds the same values at ``R`` and at ``P``, so any
 difference there is a defect. No guess: a table changed too much between the two positions to
 list its keys is not compared at all, and says so.
@@ -38,7 +38,7 @@ from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, select_expression, spark_type
 from .bucketing import Bucketing, is_ranged, plan_bucketing, spark_key_id, sql_key_id
 from .fingerprint import spark_row_hash, sql_row_hash
-from .silverpass import KeyFacts, silver_pass
+from .silverpass import KeyFacts, silver_pass, without_keys
 
 MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
 DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are named only)
@@ -129,10 +129,11 @@ class Reconciliation:
     not_compared: str | None = None
     # Silver's rows and keys, counted in the same pass as its sums (None: not counted).
     key_facts: KeyFacts | None = field(default=None, compare=False)
+    unbucketed_rows: int = 0  # silver rows with a NULL first key column: no source row has one
 
     @property
     def success(self) -> bool:
-        return self.not_compared is None and not self.differences
+        return self.not_compared is None and not self.differences and not self.unbucketed_rows
 
     def differing_keys(self) -> list[KeyDifference]:
         """Every differing key; raises when a differing bucket was not compared key by key."""
@@ -148,20 +149,25 @@ class Reconciliation:
             plural = "s" if self.changed_keys != 1 else ""
             left_out.append(f"{self.changed_keys} key{plural} changed between the compared positions")
         tail = f"; not compared: {'; '.join(left_out)}" if left_out else ""
+        null_keys = (f"{self.unbucketed_rows} rows of silver have a NULL key column, which no source row has"
+                     if self.unbucketed_rows else "")
         if not self.differences:
+            if null_keys:
+                return f"{null_keys}{tail}; write silver anew from bronze with `make rebuild TABLE={table}`"
             held = "the key bucket holds" if self.buckets == 1 else f"all {self.buckets} key buckets hold"
             return f"{held} the source's values{tail}"
         shown = "; ".join(d.describe() for d in self.differences[:DRILLED_BUCKETS])
         more = len(self.differences) - DRILLED_BUCKETS
-        return (f"{len(self.differences)} of {self.buckets} key buckets differ from the source: {shown}"
+        return ((f"{null_keys}; " if null_keys else "")
+                + f"{len(self.differences)} of {self.buckets} key buckets differ from the source: {shown}"
                 + (f"; and {more} more buckets" if more > 0 else "") + tail + "; " + self._fix(table))
 
     def _fix(self, table: str) -> str:
         """``repair`` re-reads differing rows; a key held twice needs ``rebuild`` (the merge updates both)."""
         repair = f"`make repair TABLE={table}`"
-        if any(k.problem.startswith("held by") for d in self.differences for k in d.keys):
-            return (f"write silver anew from bronze with `make rebuild TABLE={table}` (a key held twice is "
-                    f"not re-read away), then {repair} if rows still differ")
+        if self.unbucketed_rows or any(k.problem.startswith("held by") for d in self.differences for k in d.keys):
+            return (f"write silver anew from bronze with `make rebuild TABLE={table}` (a key held twice or a "
+                    f"NULL key is not re-read away), then {repair} if rows still differ")
         return f"re-read the differing rows with {repair}"
 
 
@@ -242,15 +248,6 @@ def shown_key(names: Sequence[str], values: Sequence[Any]) -> str:
 # --- silver ------------------------------------------------------------------------------
 
 
-def without_keys(spark: SparkSession, silver: DataFrame, schema: TableSchema, keys: Sequence[Key]) -> DataFrame:
-    """``silver`` without the rows of ``keys`` (values as silver stores them)."""
-    if not keys:
-        return silver
-    fields = [T.StructField(c.name, spark_type(c), True) for c in schema.key_columns]
-    listed = spark.createDataFrame(list(keys), T.StructType(fields))
-    return silver.join(F.broadcast(listed), on=list(schema.key), how="left_anti")
-
-
 @dataclass(frozen=True)
 class SilverSide:
     """Silver without the keys changed between the two positions, its bucket sums, and the facts
@@ -259,13 +256,16 @@ class SilverSide:
     rows: DataFrame
     sums: Sums
     facts: KeyFacts | None = None
+    unbucketed_rows: int = 0  # rows with a NULL first key column under range buckets
 
 
 def silver_side(spark: SparkSession, silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
-                changed: Sequence[Key]) -> SilverSide:
-    """Silver's side, summed in one pass (``silverpass``) that also counts its rows and keys."""
-    measured = silver_pass(spark, silver, schema, bucketing, changed)
-    return SilverSide(without_keys(spark, silver, schema, changed), measured.sums, measured.facts)
+                changed: Sequence[Key], *, count_keys: bool = True) -> SilverSide:
+    """Silver's side, summed in one pass (``silverpass``) that also counts its rows and keys
+    (``count_keys``)."""
+    measured = silver_pass(spark, silver, schema, bucketing, changed, count_keys=count_keys)
+    return SilverSide(without_keys(spark, silver, schema, changed), measured.sums, measured.facts,
+                      measured.unbucketed_rows)
 
 
 def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
@@ -337,4 +337,5 @@ def reconcile(conn: pymysql.connections.Connection, side: SourceSide, silver: Si
             keys = key_differences({k: v for k, v in theirs[bucket].items() if k not in skip}, ours[bucket])
         differences.append(BucketDifference(side.bucketing.describe(bucket), there, here, tuple(keys),
                                             drilled=bucket in ours))
-    return Reconciliation(buckets, tuple(differences), len(changed), key_facts=silver.facts)
+    return Reconciliation(buckets, tuple(differences), len(changed), key_facts=silver.facts,
+                          unbucketed_rows=silver.unbucketed_rows)

@@ -1,17 +1,19 @@
 """Silver read once for reconciliation and for its key and row-count checks.
 
-``dq`` used to read silver four times for a table it reconciles: Great Expectations counted the
-rows, counted the NULL keys, and grouped the key twice (a window for the unexpected count,
+``dq`` used to read silver five times for a table it reconciles: Great Expectations counted
+the rows, counted the NULL keys, and grouped the key twice (a window for the unexpected count,
 again for examples), then reconciliation summed the fingerprints per bucket. Here one Spark job
 does all of it: rows are first grouped per key (rows holding it, XOR of their fingerprints),
-those groups joined with the keys changed between the compared positions (a broadcast of at most
-``reconcile.MAX_CHANGED_KEYS``), then summed per bucket. The per-bucket sums are the ones
-reconciliation always compared (XOR and counts do not care how rows are grouped first); the
-facts about keys (:class:`KeyFacts`) are exact counts over every row of silver, changed keys
-included, as Great Expectations counted them.
+those groups flagged when their key changed between the compared positions (a join with a
+broadcast of at most ``reconcile.MAX_CHANGED_KEYS`` distinct keys), then summed per bucket.
+The per-bucket sums are the ones reconciliation always compared (XOR and counts do not care how
+rows are grouped first); the facts about keys (:class:`KeyFacts`) are exact counts over every
+row of silver, changed keys included.
 
-Only for keys silver compares as the source does: a key with a collated column (``_ci``) keeps
-its own uniqueness check (``uniqueness``), which asks the source which spellings are one key.
+Only for keys silver compares as the source does (``dq`` decides): a key column in a collation
+that equates other spellings keeps its own uniqueness check (``uniqueness``), which asks the
+source which spellings are one key. Where the facts are not wanted (that key, ``repair``) the
+pass sums per bucket directly, without grouping per key first.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ EXAMPLES = 5  # keys named when rows share a key
 
 @dataclass(frozen=True)
 class KeyFacts:
-    """Silver's rows, the rows sharing a key with another row (as Great Expectations counts
-    unexpected values: every row of such a key) and, per key column, the rows where it is NULL."""
+    """Silver's rows, the rows sharing a key with another row (every row of such a key, as Great
+    Expectations counts unexpected values; keys with a NULL column left out, they are counted
+    apart) and, per key column, the rows where it is NULL."""
 
     rows: int
     shared_rows: int
     null_rows: dict[str, int] = field(default_factory=dict)
-    examples: tuple[str, ...] = ()  # keys held by several rows (``name=value, ...``), when any
+    examples: tuple[str, ...] = ()  # keys held by several rows (``name=value, ...: n rows``)
 
     @property
     def unique(self) -> bool:
@@ -61,13 +64,17 @@ class KeyFacts:
 
 @dataclass(frozen=True)
 class SilverPass:
+    """The bucket sums without the changed keys; the key facts (None: not counted); the rows
+    in no bucket (a NULL first key column under range buckets: no source row has one)."""
+
     sums: Sums
-    facts: KeyFacts
+    facts: KeyFacts | None
+    unbucketed_rows: int = 0
 
 
 class _Names:
     """The pass's own column names, none of them a key column's (Spark compares names
-    case-insensitively, and a key column may be called ``rows``)."""
+    case-insensitively, and a key column may be called ``_rows``)."""
 
     def __init__(self, key: Sequence[str]):
         taken = list(key)
@@ -84,37 +91,62 @@ class _Names:
 
 
 def silver_pass(spark: SparkSession, silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
-                changed: Sequence[Key]) -> SilverPass:
-    """Bucket sums of ``silver`` without the ``changed`` keys, and the key facts of all of it."""
+                changed: Sequence[Key], *, count_keys: bool = True) -> SilverPass:
+    """Bucket sums of ``silver`` without the ``changed`` keys, and (``count_keys``) the key facts
+    of all of it, in one Spark job."""
     names = _Names(schema.key)
     keys = [quote_ident(k) for k in schema.key]
     hashed = silver.select(*keys, bucketing.spark().alias(names.bucket),
                            spark_row_hash(schema.columns).alias(names.hash))
+    if not count_keys:
+        rows = (without_keys(spark, hashed, schema, changed).groupBy(names.bucket)
+                .agg(F.count(F.lit(1)).alias(names.kept_rows), F.bit_xor(names.hash).alias(names.xor)).collect())
+        sums = [(r[names.bucket], _int(r[names.kept_rows]), _int(r[names.xor])) for r in rows]
+        return SilverPass(bucket_sums(sums), None, _unbucketed(sums))
     per_key = (hashed.groupBy(names.bucket, *keys)
                .agg(F.count(F.lit(1)).alias(names.rows), F.bit_xor(names.hash).alias(names.xor)))
-    flagged = _flag_changed(spark, per_key, schema, changed, names.changed)
-    kept = ~F.col(names.changed)
-    rows = F.col(names.rows)
-    complete = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
-    sums = flagged.groupBy(names.bucket).agg(
-        F.sum(rows).alias(names.total),
-        F.sum(F.when(kept, rows)).alias(names.kept_rows),
+    flagged, kept = per_key, F.lit(True)
+    if changed:  # an equi-join: a NULL key is never a changed one, as in the anti join
+        listed = _listed(spark, schema, changed).withColumn(names.changed, F.lit(True))
+        flagged = per_key.join(F.broadcast(listed), on=list(schema.key), how="left")
+        kept = F.col(names.changed).isNull()
+    found = flagged.groupBy(names.bucket).agg(
+        F.sum(F.when(kept, F.col(names.rows))).alias(names.kept_rows),
         F.bit_xor(F.when(kept, F.col(names.xor))).alias(names.xor),
-        F.sum(F.when(complete & (rows > 1), rows)).alias(names.shared),
-        *[F.sum(F.when(F.col(k).isNull(), rows)).alias(n) for k, n in zip(keys, names.nulls, strict=True)],
+        *_fact_columns(keys, names),
     ).collect()
     facts = fold_facts(schema.key, ([_int(r[names.total]), _int(r[names.shared]), *(_int(r[n]) for n in names.nulls)]
-                                    for r in sums))
+                                    for r in found))
     if facts.shared_rows:
         facts = KeyFacts(facts.rows, facts.shared_rows, facts.null_rows, _examples(per_key, schema, names))
-    return SilverPass(bucket_sums((r[names.bucket], _int(r[names.kept_rows]), _int(r[names.xor])) for r in sums),
-                      facts)
+    sums = [(r[names.bucket], _int(r[names.kept_rows]), _int(r[names.xor])) for r in found]
+    return SilverPass(bucket_sums(sums), facts, _unbucketed(sums))
+
+
+def key_facts(silver: DataFrame, schema: TableSchema) -> KeyFacts:
+    """The key facts alone (a pass of their own: for a table whose value sums were not made)."""
+    names = _Names(schema.key)
+    keys = [quote_ident(k) for k in schema.key]
+    per_key = silver.groupBy(*keys).agg(F.count(F.lit(1)).alias(names.rows))
+    (found,) = per_key.agg(*_fact_columns(keys, names)).collect()
+    facts = fold_facts(schema.key, [[_int(found[names.total]), _int(found[names.shared]),
+                                     *(_int(found[n]) for n in names.nulls)]])
+    if facts.shared_rows:
+        facts = KeyFacts(facts.rows, facts.shared_rows, facts.null_rows, _examples(per_key, schema, names))
+    return facts
+
+
+def without_keys(spark: SparkSession, silver: DataFrame, schema: TableSchema, keys: Sequence[Key]) -> DataFrame:
+    """``silver`` without the rows of ``keys`` (values as silver stores them)."""
+    if not keys:
+        return silver
+    return silver.join(F.broadcast(_listed(spark, schema, keys)), on=list(schema.key), how="left_anti")
 
 
 def bucket_sums(rows: Iterable[tuple[Any, int, int]]) -> Sums:
     """(bucket, rows, XOR) per bucket, without the buckets left empty once the changed keys are
-    out (the source's side drops those too) and without the NULL bucket of a NULL key (no
-    source row has one; the key facts report it)."""
+    out (the source's side drops those too) and without the rows in no bucket (see
+    :class:`SilverPass`)."""
     return {int(b): (n, x) for b, n, x in rows if b is not None and (n, x) != (0, 0)}
 
 
@@ -129,25 +161,38 @@ def fold_facts(key: Sequence[str], buckets: Iterable[Sequence[int]]) -> KeyFacts
     return KeyFacts(rows, shared, dict(zip(key, nulls, strict=True)))
 
 
-def _flag_changed(spark: SparkSession, per_key: DataFrame, schema: TableSchema, changed: Sequence[Key],
-                  flag: str) -> DataFrame:
-    """``per_key`` with a boolean ``flag``: the key is one of ``changed`` (an equi-join: a NULL
-    key is never changed, as the anti join before this pass had it)."""
-    if not changed:
-        return per_key.withColumn(flag, F.lit(False))
+def _fact_columns(keys: Sequence[str], names: _Names) -> list[Column]:
+    """Aggregations over per-key rows (``names.rows`` each): all rows, rows sharing a complete
+    key, rows with each key column NULL."""
+    rows = F.col(names.rows)
+    complete = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
+    return [F.sum(rows).alias(names.total), F.sum(F.when(complete & (rows > 1), rows)).alias(names.shared),
+            *[F.sum(F.when(F.col(k).isNull(), rows)).alias(n) for k, n in zip(keys, names.nulls, strict=True)]]
+
+
+def _listed(spark: SparkSession, schema: TableSchema, keys: Sequence[Key]) -> DataFrame:
+    """``keys`` as a frame of silver's key types, each key once (a key listed twice would
+    repeat its rows in a join)."""
     fields = [T.StructField(c.name, spark_type(c), True) for c in schema.key_columns]
-    listed = spark.createDataFrame(list(changed), T.StructType(fields)).withColumn(flag, F.lit(True))
-    joined = per_key.join(F.broadcast(listed), on=list(schema.key), how="left")
-    return joined.withColumn(flag, F.coalesce(F.col(flag), F.lit(False)))
+    return spark.createDataFrame(list(keys), T.StructType(fields)).dropDuplicates()
+
+
+def _unbucketed(sums: Iterable[tuple[Any, int, int]]) -> int:
+    return sum(n for b, n, _ in sums if b is None)
 
 
 def _examples(per_key: DataFrame, schema: TableSchema, names: _Names) -> tuple[str, ...]:
-    """A few keys held by several rows (a second job, run only when there are such keys)."""
+    """A few keys held by several rows (a second job, run only when there are such keys), shown
+    as Spark returns them (a TIMESTAMP in the session's time zone)."""
     keys = [quote_ident(k) for k in schema.key]
     complete: Column = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
     found = per_key.where(complete & (F.col(names.rows) > 1)).select(*keys, names.rows).limit(EXAMPLES).collect()
-    return tuple(", ".join(f"{name}={row[i]!r}" for i, name in enumerate(schema.key))
+    return tuple(", ".join(f"{name}={_shown(row[i])}" for i, name in enumerate(schema.key))
                  + f": {row[len(keys)]} rows" for row in found)
+
+
+def _shown(value: Any) -> str:
+    return f"0x{bytes(value).hex()}" if isinstance(value, bytes | bytearray) else str(value)
 
 
 def _int(value: Any) -> int:

@@ -30,6 +30,7 @@ class ToReconcile:
     bucketing: Bucketing
     silver: DataFrame
     changed: Sequence[Key]
+    count_keys: bool = True  # also count silver's rows and keys in the pass (``silverpass``)
 
 
 def reconcile_all(conn: pymysql.connections.Connection, spark: SparkSession, tables: Mapping[str, ToReconcile],
@@ -57,7 +58,8 @@ def reconcile_all(conn: pymysql.connections.Connection, spark: SparkSession, tab
 
 def _silver(spark: SparkSession, table: ToReconcile) -> SilverSide | Reconciliation:
     try:
-        return silver_side(spark, table.silver, table.schema, table.bucketing, table.changed)
+        return silver_side(spark, table.silver, table.schema, table.bucketing, table.changed,
+                           count_keys=table.count_keys)
     except AnalysisException as exc:  # e.g. a column the source has and silver has not
         return _not_compared(exc)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 from pyspark.sql import Column, DataFrame, Window
@@ -26,6 +26,9 @@ from ..config.project import SourceProfile
 from ..source.connection import connection, query, quote_ident
 from ..source.introspect import TableSchema
 from .collation import CollationRule, collation_rule
+
+if TYPE_CHECKING:
+    from .checks import UniqueKey
 
 # Candidate groups brought to the driver and spellings kept per group: collisions are defects,
 # a handful is the expected number; past these, the check still fails but names fewer examples.
@@ -75,6 +78,21 @@ class KeyUniqueness:
     def checked_columns(self) -> tuple[str, ...]:
         return tuple(c.checked for c in self.columns)
 
+    def expectation(self, table: str) -> UniqueKey:
+        """The uniqueness expectation of ``table``: on the key's collation classes where the key
+        has a collated column (with a note saying so), failing with the collisions found."""
+        from .checks import UniqueKey  # GX is slow to import
+
+        collated = [c for c in self.columns if c.rule is not None]
+        notes = None
+        if collated:
+            notes = ("Keys compared as the source compares them: " + "; ".join(
+                f"{c.name} in {c.rule.collation} ({c.rule.describe()})" for c in collated if c.rule is not None)
+                + ". Spellings the source calls one key count as one value (the first of them).")
+        failure = (collision_message(table, self.columns, self.collisions, self.complete)
+                   if self.collisions else None)
+        return UniqueKey(self.checked_columns, notes, failure)
+
 
 def key_columns(schema: TableSchema, frame_schema: T.StructType) -> tuple[KeyColumn, ...]:
     """The key columns of ``schema``, each with its collation's rule when that collation
@@ -93,6 +111,13 @@ def key_columns(schema: TableSchema, frame_schema: T.StructType) -> tuple[KeyCol
             taken.append(column.checked)
         columns.append(column)
     return tuple(columns)
+
+
+def compared_bytewise(schema: TableSchema, frame_schema: T.StructType) -> bool:
+    """Whether silver (``frame_schema``) holds every key column and compares each as the source
+    does, so that its uniqueness needs no collation classes."""
+    names = {f.name for f in frame_schema.fields}
+    return set(schema.key) <= names and all(c.rule is None for c in key_columns(schema, frame_schema))
 
 
 def unused_name(wanted: str, taken: Iterable[str]) -> str:
