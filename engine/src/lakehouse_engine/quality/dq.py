@@ -281,7 +281,7 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
 
     The read view stays open while silver is summed: the keys changed between the positions are
     taken out of the source's sums in that same view. ``drilled``: differing buckets compared
-    key by key per table; ``count_keys``: count silver's rows and keys in the same pass where
+    key by key per table; ``count_keys``: count silver's rows and keys beside its sums where
     ``dq`` checks them so (``silverpass``)."""
     database = config.source.database
     tables: dict[str, Compared | NotComparable] = {}

@@ -3,9 +3,9 @@
 Silver's lag and the value-by-value reconciliation cannot be computed from silver alone: they
 are measured outside GX (the lag from the source's binlog head, the values in the source's read
 view) and handed to each run as a *suite parameter*. Silver's row count and its key's
-uniqueness are measured in the same Spark pass over silver as the reconciliation
-(``silverpass``) where the table is reconciled and its key compares as the source's does, instead
-of four more passes GX's own expectations would make. The expectation then decides, GX records
+uniqueness are counted by the engine in one job over silver's key columns (``silverpass``) where
+the table is reconciled and its key compares as the source's does, instead of the four passes
+GX's own expectations make. The expectation then decides, GX records
 the verdict with its observed value in the validation result, and the Data Docs show both checks
 next to the count and key checks. The stored suite holds only the ``$PARAMETER`` references and
 the thresholds, so a scheduled run leaves it untouched.

@@ -127,7 +127,7 @@ class Reconciliation:
     differences: tuple[BucketDifference, ...] = ()
     changed_keys: int = 0  # changed between the two positions: left out of the comparison
     not_compared: str | None = None
-    # Silver's rows and keys, counted in the same pass as its sums (None: not counted).
+    # Silver's rows and keys, counted beside its sums (None: not counted).
     key_facts: KeyFacts | None = field(default=None, compare=False)
     unbucketed_rows: int = 0  # silver rows with a NULL first key column: no source row has one
 
@@ -251,7 +251,7 @@ def shown_key(names: Sequence[str], values: Sequence[Any]) -> str:
 @dataclass(frozen=True)
 class SilverSide:
     """Silver without the keys changed between the two positions, its bucket sums, and the facts
-    about its keys read in the same pass (None: not measured, see ``silverpass``)."""
+    about its keys (None: not counted, see ``silverpass``)."""
 
     rows: DataFrame
     sums: Sums
