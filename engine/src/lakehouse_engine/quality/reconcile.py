@@ -38,15 +38,14 @@ from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, select_expression, spark_type
 from .bucketing import Bucketing, is_ranged, plan_bucketing, spark_key_id, sql_key_id
 from .fingerprint import spark_row_hash, sql_row_hash
-from .silverpass import KeyFacts, silver_pass, without_keys
+from .silverpass import KeyFacts, Sums, silver_pass, without_keys
+from .uniqueness import Key
 
 MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
 DRILLED_BUCKETS = 5  # differing buckets compared key by key (the others are named only)
 NAMED_KEYS = 10  # keys named per drilled bucket
 
-Key = tuple[Any, ...]
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-Sums = dict[int, tuple[int, int]]  # bucket -> (rows, XOR of fingerprints)
 
 
 # --- pure bookkeeping ---------------------------------------------------------------------

@@ -31,9 +31,8 @@ from ..source.introspect import TableSchema
 from ..source.typemap import spark_type
 from .bucketing import Bucketing
 from .fingerprint import spark_row_hash
-from .uniqueness import unused_name
+from .uniqueness import Key, unused_name
 
-Key = tuple[Any, ...]
 Sums = dict[int, tuple[int, int]]  # bucket -> (rows, XOR of fingerprints)
 EXAMPLES = 5  # keys named when rows share a key
 
@@ -48,10 +47,6 @@ class KeyFacts:
     shared_rows: int
     null_rows: dict[str, int] = field(default_factory=dict)
     examples: tuple[str, ...] = ()  # keys held by several rows (``name=value, ...: n rows``)
-
-    @property
-    def unique(self) -> bool:
-        return self.shared_rows == 0 and not any(self.null_rows.values())
 
     def describe(self) -> str:
         parts = [f"{self.shared_rows} of {self.rows} rows share their key with another row"]

@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from ..background import Background
 from ..source.introspect import TableSchema
 from .bucketing import Bucketing
-from .reconcile import Key, Reconciliation, SilverSide, reconcile, silver_side, source_side
+from .reconcile import Reconciliation, SilverSide, reconcile, silver_side, source_side
+from .uniqueness import Key
 
 
 @dataclass(frozen=True)
