@@ -167,3 +167,37 @@ def test_the_checkpoint_is_found_past_commits_that_carry_none(spark, tmp_path):
     assert checkpoint is not None and checkpoint.batch == 2
     assert silver.applied_batch(spark, str(tmp_path / "silver")) == -1
     assert bronze.latest_checkpoint(spark, str(tmp_path / "nothing")) is None
+
+
+def _binlog_batch(spark, path: str, batch: int) -> None:
+    """Bronze batch ``batch`` as a catch-up commits it: one update of id 1 through append_batch."""
+    now = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    row = (1, f"v{batch}", "u", Decimal(batch * 1_000_000), "binlog.000001", 4, now, now, "run", batch)
+    bronze.append_batch(spark, path, [row], SOURCE, Checkpoint("t", batch, Phase.BINLOG, "run"))
+
+
+def test_bronze_commits_reach_version_ten_without_writing_a_delta_checkpoint(spark, tmp_path):
+    # Delta's default writes a checkpoint (a Spark job, seconds) inside every 10th commit;
+    # bronze is given an interval of 100, so a catch-up's commits do not pay for one.
+    path = str(tmp_path / "bronze")
+    _snapshot_batch(spark, path, 1)
+    assert _properties(spark, path)[bronze.CHECKPOINT_INTERVAL] == str(bronze.BRONZE_CHECKPOINT_INTERVAL)
+    # A table made before bronze was created with the interval gets it at its next binlog batch.
+    spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES ('{bronze.CHECKPOINT_INTERVAL}')")
+    for batch in range(2, 12):
+        _binlog_batch(spark, path, batch)
+
+    log = tmp_path / "bronze" / "_delta_log"
+    assert len(list(log.glob("*.json"))) >= 11  # versions 0..10 at least: version 10 was committed
+    assert _properties(spark, path)[bronze.CHECKPOINT_INTERVAL] == str(bronze.BRONZE_CHECKPOINT_INTERVAL)
+    assert not list(log.glob("*.checkpoint*.parquet"))
+
+
+def test_a_checkpoint_interval_set_on_bronze_by_the_team_stands(spark, tmp_path):
+    path = str(tmp_path / "bronze")
+    _snapshot_batch(spark, path, 1)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{bronze.CHECKPOINT_INTERVAL}' = '5')")
+
+    _binlog_batch(spark, path, 2)
+
+    assert _properties(spark, path)[bronze.CHECKPOINT_INTERVAL] == "5"

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from .. import errors
 from ..background import Background
 from ..config.project import SourceProfile
-from ..sink import bronze, columnmap, deltafiles, portable, shipping
+from ..sink import bronze, columnmap, deltafiles, portable, shipping, silverwrite
 from ..sink.log import deltalog, localfiles
 from ..sink.log.transaction import AlreadyCommitted
 from ..sink.objectstore import ObjectStore, object_path
@@ -132,7 +132,7 @@ def snapshot_batch(
     if in_bucket or (direct and columnmap.needs_mapping(schema.names)):
         # Delta names a mapped table's files' columns itself: the tasks need those names. And
         # it creates no table in a folder that holds files: in a bucket, create before the tasks.
-        _create_table(spark, bronze_path, bronze.bronze_schema(described_schema(table)))
+        _create_table(spark, bronze_path, bronze.bronze_schema(described_schema(table)), bronze.NEW_TABLE_PROPERTIES)
     bronze_names = (_file_names(spark, bronze_path, schema.names) if direct
                     else (columnmap.table_names(spark, bronze_path) if in_bucket else None))
     silver_names = None
@@ -142,7 +142,8 @@ def snapshot_batch(
         seed = silver_names is not None
     # A new bronze table is created while the tasks read: its first Delta operation costs the
     # JVM seconds of warm-up, which then overlap with the read instead of following it.
-    creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)))
+    creating = (Background(_create_table, spark, bronze_path, bronze.bronze_schema(described_schema(table)),
+                           bronze.NEW_TABLE_PROPERTIES)
                 if direct else None)
     moved: list[Path] = []
     committing = False  # from the commit's start its outcome may be unknown: keep the files then
@@ -305,7 +306,7 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
                       for chunk in files]
         else:
             target = Path(localfiles.local_path(silver_path))
-            _create_table(spark, silver_path, _silver_schema(table))
+            _create_table(spark, silver_path, _silver_schema(table), SILVER_PROPERTIES)
             for chunk in files:
                 destination = target / Path(chunk.silver_path).name  # type: ignore[arg-type]
                 shutil.move(chunk.silver_path, destination)  # type: ignore[arg-type]
@@ -331,6 +332,11 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
             path.unlink(missing_ok=True)
 
 
+# Silver is created with deletion vectors on, as a MERGE-created silver is: otherwise its first
+# MERGE turns them on with a commit of its own (an ALTER TABLE, 1-3 s of a first catch-up).
+SILVER_PROPERTIES = {silverwrite.DELETION_VECTORS: "true"}
+
+
 def _silver_schema(table: TableSchema) -> T.StructType:
     """Silver's columns, with the source descriptions bronze records (as silver made from bronze's
     rows has them: every path makes the same table)."""
@@ -338,16 +344,18 @@ def _silver_schema(table: TableSchema) -> T.StructType:
     return T.StructType([fields[name] for name in silver_columns(table)])
 
 
-def _create_table(spark: SparkSession, path: str, schema: T.StructType) -> None:
-    """Bronze with its schema and no files yet (no checkpoint either: latest_checkpoint skips
-    it). Delta refuses to create a table in a folder that already holds files."""
+def _create_table(spark: SparkSession, path: str, schema: T.StructType,
+                  properties: Mapping[str, str] | None = None) -> None:
+    """Bronze (or silver) with its schema and no files yet (no checkpoint either:
+    latest_checkpoint skips it), with table ``properties``. Delta refuses to create a table in a
+    folder that already holds files."""
     if bronze.exists(spark, path):
         return
     from delta.tables import DeltaTable
 
     try:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
-        for name, value in columnmap.creation_properties(schema.names).items():
+        for name, value in {**columnmap.creation_properties(schema.names), **(properties or {})}.items():
             builder = builder.property(name, value)
         builder.execute()
     except spark_errors() as exc:
@@ -390,7 +398,7 @@ def _bucket_silver(spark: SparkSession, silver_path: str, table: TableSchema,
     """Silver in the bucket, created (empty) before the tasks write into its folder, and the
     names its files' columns take; None, with silver left to the MERGE, when that fails."""
     try:
-        _create_table(spark, silver_path, _silver_schema(table))
+        _create_table(spark, silver_path, _silver_schema(table), SILVER_PROPERTIES)
         return columnmap.table_names(spark, silver_path)
     except Exception as exc:
         log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
