@@ -11,7 +11,9 @@ tree (wall, CPU seconds, peak PSS; see ``bench_measure``):
    readers (pyarrow, connectorx), and connectorx straight into delta-rs (2 partitions);
 4. an ingest with nothing to do (the fixed cost of a run);
 5. ``--changes`` mixed changes (60% updates, 20% inserts, 20% deletes): the raw
-   python-mysql-replication decode of that binlog range, then our binlog catch-up of it;
+   python-mysql-replication decode of that binlog range, then our binlog catch-up of it, then
+   Debezium's embedded engine with its MariaDB connector reading the same range
+   (``bench-debezium/``, built with Maven; skipped with a note without java and mvn);
 6. ``dq`` of the table after those changes: row count, keys and the value reconciliation;
 7. follow mode: idle cycles, then freshness (source commit to silver commit) at a steady write
    rate, computed from the Delta commit logs (each silver commit records the bronze batch it
@@ -47,6 +49,7 @@ IDLE_MARK_S = 60.0  # from here on the follow is idle (its start-up takes 10-40 
 PACKAGE = "bench_lakehouse"
 CX_DELTA = "connectorx -> delta-rs (2 partitions)"
 C_CLIENT = "mariadb --quick (C client) -> /dev/null"
+DEBEZIUM = "Debezium 3.5 embedded (MariaDB connector)"
 SERVER_ID = 6999  # the raw decoder's; the project's readers use 5400-5499
 
 
@@ -229,6 +232,35 @@ class Bench:
         ours = self._measure("catch-up", self._cli("ingest"))
         self._row("ours: binlog catch-up -> bronze+silver", mix.total, ours, _ingest_note(ours))
         self.extra["changes"] = asdict(mix) | {"decoded_rows": decoded}
+        self._debezium(start, decoded)
+
+    def _debezium(self, start: tuple[str, int], changes: int) -> None:
+        """Debezium's embedded engine with its MariaDB connector reading the same range and
+        counting its change records (``bench-debezium/``, built with Maven from Maven Central)."""
+        java, mvn = shutil.which("java"), shutil.which("mvn")
+        if java is None or mvn is None:
+            self.extra["debezium"] = "not measured: java and mvn are needed on PATH"
+            return
+        build = self.build / "debezium"
+        print("==> building the Debezium peer (mvn package)", flush=True)
+        built = subprocess.run([mvn, "-B", "-q", "-f", str(TEMPLATE / "scripts" / "bench-debezium" / "pom.xml"),
+                                "package", "-DskipTests", f"-Dbench.build={build}"], capture_output=True, text=True)
+        if built.returncode != 0:
+            self.extra["debezium"] = f"not measured: mvn package failed: {(built.stdout + built.stderr)[-400:]}"
+            return
+        with self._root() as conn, conn.cursor() as cur:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", start)
+            gtids = str(cur.fetchone()[0])
+        print("==> debezium", flush=True)
+        measured = bench_measure.run(
+            [java, "-cp", f"{build / 'classes'}:{build / 'lib'}/*", "BenchDebezium", self.source.host, str(PORT),
+             self.source.user, self.source.database, bench_source.TABLE, start[0], str(start[1]), gtids, str(changes)],
+            cwd=self.build, env={**self.env, "MYSQL_PWD": PASSWORD}, log=self.build / "debezium.log")
+        if measured.returncode != 0:
+            self.extra["debezium"] = f"not measured: it exited {measured.returncode}: {measured.tail()[-400:]}"
+            return
+        result = _json(measured)
+        self._row(DEBEZIUM, int(result["rows"]), measured, f"debezium {result.get('debezium_version', '?')}")
 
     def _follow(self) -> None:
         help_text = subprocess.run(self._cli("--help"), cwd=self.project, env=self.env, capture_output=True,
@@ -327,6 +359,11 @@ class Bench:
         decoded = by_name.get("raw binlog decode (python-mysql-replication)")
         if catch_up and decoded and decoded.rows_per_s:
             ratios["binlog catch-up vs raw decode"] = round(catch_up.rows_per_s / decoded.rows_per_s, 2)
+        debezium = by_name.get(DEBEZIUM)
+        if catch_up and debezium and debezium.rows_per_s:
+            ratios["binlog catch-up vs Debezium embedded (target >= 0.8, aim 1)"] = round(
+                catch_up.rows_per_s / debezium.rows_per_s, 2)
+            ratios["binlog catch-up CPU s / Debezium's"] = round(catch_up.cpu_s / max(debezium.cpu_s, 0.01), 2)
         checked = by_name.get("ours: dq (count, keys, values)")
         if checked and ours and ours.wall_s:
             # Issue 29's target: dq at most half the snapshot's wall time on the same table.
