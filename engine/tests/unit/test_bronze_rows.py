@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from lakehouse_engine.cdc.binlog import RowChange
-from lakehouse_engine.cdc.routing import bronze_row
+from lakehouse_engine.cdc.routing import bronze_row, bronze_rows
 from lakehouse_engine.cdc.tablecapture import TableCapture
+from lakehouse_engine.errors import FatalError
 from lakehouse_engine.ops import Op
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
@@ -36,3 +39,33 @@ def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
     assert (first["_source_file"], first["_source_pos"]) == ("mysql-bin.000007", 1234)
     assert first["_source_ts"] == dt.datetime.fromtimestamp(1_700_000_000, dt.UTC)
     assert (first["_run_id"], first["_batch"]) == ("run-1", 42)  # the batch the catch-up commits next
+
+
+def _capture(project: bool = False) -> TableCapture:
+    return TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
+                        END, None, row_converter(SCHEMA, "binlog"), project=project)
+
+
+def test_a_row_image_with_other_columns_than_the_table_stops_it_as_a_schema_change():
+    for values in ({"id": 1}, {"id": 1, "note": "a", "added": 2}, {"id": 1, "other": "a"}):
+        with pytest.raises(FatalError, match="schema change .*has columns"):
+            bronze_rows(_capture(), [RowChange("t", Op.UPDATE, values, END, 1, 1_700_000_000)], "run-1")
+
+
+def test_under_on_schema_change_ignore_a_row_is_cut_to_the_lakes_columns():
+    rows = bronze_rows(_capture(project=True), [RowChange("t", Op.INSERT, {"id": 1, "added": 2}, END, 1, 0),
+                                                RowChange("t", Op.INSERT, {"id": 2, "note": "b"}, END, 2, 0)], "r")
+    assert [row[:2] for row in rows] == [(1, None), (2, "b")]
+
+
+def test_rows_of_several_events_and_transactions_keep_each_ones_position_and_time():
+    later = BinlogPosition("mysql-bin.000008", 4)
+    changes = [RowChange("t", Op.INSERT, {"id": 1, "note": "a"}, END, 1, 100),
+               RowChange("t", Op.INSERT, {"id": 2, "note": "b"}, later, 1, 200),
+               RowChange("t", Op.INSERT, {"id": 3, "note": "c"}, later, 2, 200)]
+    rows = [dict(zip(("id", "note", *bronze.META_COLUMNS), row, strict=True))
+            for row in bronze_rows(_capture(), changes, "run-1")]
+    assert [r["_seq"] for r in rows] == [sequence(END, 1), sequence(later, 1), sequence(later, 2)]
+    assert [(r["_source_file"], r["_source_pos"]) for r in rows] == [
+        ("mysql-bin.000007", 1234), ("mysql-bin.000008", 4), ("mysql-bin.000008", 4)]
+    assert [r["_source_ts"] for r in rows] == [dt.datetime.fromtimestamp(t, dt.UTC) for t in (100, 200, 200)]
