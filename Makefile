@@ -55,7 +55,8 @@ test-dagster: setup ## opt-in: the generated Dagster assets and checks under Dag
 	$(PY) -m pip install -q --no-deps -e engine
 	$(PY) -m pytest -m dagster tests/test_dagster.py
 
-bench: setup ## measure snapshot, binlog catch-up and follow mode against a pymysql scan, raw decode and dlt
+bench: setup ## measure snapshot, catch-up, dq and follow mode beside the peers (dlt, connectorx, the C client, Debezium)
+	bash scripts/system-deps.sh maven
 	cd scripts && $(PY) bench.py run
 
 lint: setup ## lint the template's code and the engine, type-check the engine (make test does too)

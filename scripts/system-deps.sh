@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pip cannot: Java 17 for Spark, Debian's mariadb-server for the embedded source
-# and chromium for the test that reads the Data Docs in a headless browser. Uses apt-get as
+# and chromium for the test that reads the Data Docs in a headless browser (and, asked with
+# `maven`, Maven for make bench's Debezium peer). Uses apt-get as
 # root, or through passwordless sudo; otherwise says what to install.
 set -euo pipefail
 
@@ -8,6 +9,13 @@ missing=()
 command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || missing+=(openjdk-17-jre-headless)
 { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing+=(mariadb-server)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium)
+# make bench also builds its Debezium peer with Maven: `system-deps.sh maven`.
+for extra in "$@"; do
+  case "$extra" in
+    maven) command -v mvn >/dev/null 2>&1 || missing+=(maven) ;;
+    *) echo "ERROR: system-deps.sh knows no extra '$extra' (known: maven)" >&2; exit 2 ;;
+  esac
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then
