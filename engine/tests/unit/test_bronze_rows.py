@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from lakehouse_engine.cdc.binlog import RowChange
-from lakehouse_engine.cdc.routing import bronze_row, bronze_rows
+from lakehouse_engine.cdc.routing import bronze_rows
 from lakehouse_engine.cdc.tablecapture import TableCapture
 from lakehouse_engine.errors import FatalError
 from lakehouse_engine.ops import Op
@@ -30,7 +30,7 @@ def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
                            END, None, row_converter(SCHEMA, "binlog"))
     changes = [RowChange("t", Op.DELETE, {"id": 1, "note": "a"}, END, 1, 1_700_000_000),
                RowChange("t", Op.UPDATE, {"id": 2, "note": "b"}, END, 2, 1_700_000_000)]
-    rows = [bronze_row(capture, c, "run-1") for c in changes]
+    rows = bronze_rows(capture, changes, "run-1")
     meta = bronze.META_COLUMNS
     first, second = (dict(zip(("id", "note", *meta), row, strict=True)) for row in rows)
     assert (first["_op"], first["_seq"]) == ("d", sequence(END, 1))

@@ -16,6 +16,7 @@ from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
 from lakehouse_engine.source.typemap import (
     binlog_converter,
     binlog_values,
+    row_converter,
     select_converter,
     select_list,
     spark_type,
@@ -273,3 +274,22 @@ def test_mariadb_uuid_and_inet_bytes_from_the_binlog_read_like_select(kind, text
     # The binlog gives the stored bytes with trailing zero bytes stripped; SELECT the text.
     assert same(col(kind), text, raw) == text
 
+
+
+def test_a_binlog_row_converts_as_each_columns_own_converter_does():
+    # row_converter skips the columns whose values pass as they are and takes text in one call:
+    # its rows must be exactly those of the columns' converters, NULLs and undecoded bytes included.
+    columns = (col("int", name="i"), col("bigint", "bigint(20) unsigned", name="u"), col("varchar", name="v"),
+               col("char", name="c"), col("double", name="d"), col("float", name="f"),
+               col("decimal", "decimal(10,2)", name="m", precision=10, scale=2), col("date", name="dt"),
+               col("timestamp", name="ts"), col("set", "set('a','b')", name="s", nullable=False),
+               col("json", name="j"), col("bit", "bit(3)", name="b"))
+    table = TableSchema("db", "t", columns, ("i",))
+    rows = [
+        {"i": 5, "u": 2**63 + 1, "v": "text", "c": b"caf\xc3\xa9", "d": 1.5, "f": 0.1, "m": Decimal("1.20"),
+         "dt": dt.date(2024, 2, 29), "ts": dt.datetime(2024, 1, 1, 12), "s": None, "j": {"k": [1]}, "b": "101"},
+        dict.fromkeys((c.name for c in columns), None),
+    ]
+    convert = row_converter(table, "binlog")
+    for row in rows:
+        assert convert(row) == tuple(binlog_converter(c)(row[c.name]) for c in columns)

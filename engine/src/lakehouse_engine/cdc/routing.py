@@ -112,16 +112,11 @@ def read_with(capture: TableCapture, keys: Sequence[tuple[Any, ...]],
     return stale
 
 
-def bronze_row(capture: TableCapture, change: RowChange, run_id: str) -> tuple[Any, ...]:
-    """The bronze row of ``change``: its values in the table's column order, then the meta columns."""
-    return bronze_rows(capture, [change], run_id)[0]
-
-
 def bronze_rows(capture: TableCapture, changes: Sequence[RowChange], run_id: str) -> list[tuple[Any, ...]]:
-    """The bronze rows of ``changes`` (:func:`bronze_row` each), in one loop: the meta values
-    that rows share (an event's position and ``_seq`` base, a transaction's timestamp, the
-    ingest time, the batch) are made once, not per row, since this loop bounds a catch-up's
-    consuming thread."""
+    """The bronze rows of ``changes``: each one's values in the table's column order, then the
+    meta columns (:func:`meta_values`). One loop, since it bounds a catch-up's consuming
+    thread: the meta values that rows share (an event's position and ``_seq`` base, a
+    transaction's timestamp, the ingest time, the batch) are made once, not per row."""
     names = capture.schema.column_names
     expected = frozenset(names)
     convert = capture.convert
@@ -147,21 +142,19 @@ def bronze_rows(capture: TableCapture, changes: Sequence[RowChange], run_id: str
         if change.timestamp != timestamp:
             timestamp = change.timestamp
             source_ts = dt.datetime.fromtimestamp(timestamp, dt.UTC)
-        rows.append((*convert(values), change.op, Decimal(base + change.row_index), position.file, position.offset,
-                     source_ts, ingested, run_id, batch))
+        rows.append((*convert(values), *meta_values(change.op, Decimal(base + change.row_index), position, source_ts,
+                                                    ingested, run_id, batch)))
     return rows
 
 
 def meta(capture: TableCapture, op: Op, position: BinlogPosition, row_index: int, timestamp: int,
          run_id: str) -> tuple[Any, ...]:
     """The bronze meta columns (``bronze.META_FIELDS``) of a change, in the batch the table commits next."""
-    return (
-        op,
-        sequence(position, row_index),
-        position.file,
-        position.offset,
-        dt.datetime.fromtimestamp(timestamp, dt.UTC),
-        dt.datetime.now(dt.UTC),
-        run_id,
-        capture.checkpoint.batch + 1,
-    )
+    return meta_values(op, sequence(position, row_index), position, dt.datetime.fromtimestamp(timestamp, dt.UTC),
+                       dt.datetime.now(dt.UTC), run_id, capture.checkpoint.batch + 1)
+
+
+def meta_values(op: Op, seq: Decimal, position: BinlogPosition, source_ts: dt.datetime, ingested: dt.datetime,
+                run_id: str, batch: int) -> tuple[Any, ...]:
+    """``bronze.META_FIELDS``' values, in their order (the one place that knows it)."""
+    return (op, seq, position.file, position.offset, source_ts, ingested, run_id, batch)

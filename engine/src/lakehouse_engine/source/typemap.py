@@ -155,7 +155,10 @@ def select_step(col: ColumnInfo) -> Convert:
 
 
 def binlog_converter(col: ColumnInfo) -> Convert:
-    step = _binlog_step(col)
+    return _binlog_wrapped(col, _binlog_step(col))
+
+
+def _binlog_wrapped(col: ColumnInfo, step: Convert) -> Convert:
     if col.data_type == "set" and not col.nullable:
         # Without binlog_values (see the module docstring) an empty SET arrives as None; in a
         # NOT NULL column that can only be the empty set.
@@ -240,14 +243,14 @@ def _convert_tuple(converters: tuple[Convert, ...], row: tuple[Any, ...]) -> tup
 
 def _binlog_value(col: ColumnInfo) -> Convert | None:
     """:func:`binlog_converter` for a row of a catch-up, made cheap where it can be: None for a
-    column whose values pass as they are (a third of a catch-up's consuming thread went to
-    calling ``identity`` through two wrappers per value), a single call for text."""
+    column whose values pass as they are, a single call for text (converting values took 2.4 s
+    of a 500k-change catch-up's consuming thread, mostly ``identity`` behind two wrappers)."""
     step = _binlog_step(col)
     if step is canonical.identity:  # (a SET, which a NOT NULL column wraps, has a step of its own)
         return None
     if step is canonical.as_text:
         return _text_or_none
-    return binlog_converter(col)
+    return _binlog_wrapped(col, step)
 
 
 def _text_or_none(value: Any) -> Any:
