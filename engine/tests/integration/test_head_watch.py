@@ -58,6 +58,46 @@ def test_the_watch_wakes_at_a_write_waits_out_its_deadline_without_one_and_stops
     assert time.monotonic() - started < 30
 
 
+def _dumps(config) -> list[int]:
+    """The ids of the source's binlog dump connections (the user sees its own)."""
+    with connection(config.source) as conn, conn.cursor() as cur:
+        cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%' ORDER BY ID")
+        return [row[0] for row in cur.fetchall()]
+
+
+def test_a_held_dump_serves_the_next_idle_wait_is_opened_again_once_dropped_and_closed_at_a_change(config, mariadb):
+    watch = HeadWatch(config.source, SERVER_ID, heartbeat_s=0.2, hold=True)
+    never = threading.Event()
+    head = _head(config)
+    assert _dumps(config) == []
+    assert watch.wait_past(head, time.monotonic() + 0.5, never) is False
+    held = _dumps(config)
+    assert len(held) == 1  # kept for the next wait instead of a login and a dump per wait
+    assert watch.wait_past(head, time.monotonic() + 0.5, never) is False
+    assert _dumps(config) == held
+    # The server drops the held dump (a timeout, a restart, a DBA): the next wait opens another.
+    with connection(config.source) as conn, conn.cursor() as cur:
+        cur.execute(f"KILL {held[0]}")
+    assert watch.wait_past(head, time.monotonic() + 0.5, never) is False
+    again = _dumps(config)
+    assert len(again) == 1 and again != held
+    # A change ends the wait and closes the dump: the busy cycles that follow would not read it.
+    writer = _write_later(mariadb, config.source.database, "UPDATE products SET price = 5 ORDER BY sku LIMIT 1",
+                          0.3)
+    assert watch.wait_past(head, time.monotonic() + 60, never) is True
+    writer.join()
+    deadline = time.monotonic() + 10
+    while _dumps(config) and time.monotonic() < deadline:  # the server ends the thread on its side
+        time.sleep(0.1)
+    assert _dumps(config) == []
+    assert watch.wait_past(_head(config), time.monotonic() + 0.3, never) is False
+    watch.release()  # the run ends
+    deadline = time.monotonic() + 10
+    while _dumps(config) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _dumps(config) == []
+
+
 def test_an_idle_follow_blocks_on_the_stream_and_a_write_starts_its_next_cycle(spark, config, mariadb):
     specs = [TableSpec("products", "products")]
     pipeline = Pipeline(config, spark, "watch-1")

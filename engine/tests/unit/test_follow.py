@@ -193,6 +193,16 @@ def test_a_failed_table_is_dropped_and_the_others_are_followed():
     assert [(r.table, r.status) for r in outcome.failed] == [("b", "error")]
 
 
+def test_the_idle_line_measures_the_lag_from_where_the_tables_are_read_not_their_held_commits(caplog):
+    source = FakeSource(head=400)
+    pipeline = FakePipeline(source)
+    pipeline.last_transaction = at(150)  # idle tables hold their advance past it in memory
+    with caplog.at_level("INFO", logger="lakehouse_engine.run.follow"):
+        follow(pipeline, source, max_cycles=3, heartbeat_s=0.0)
+    idle_lines = [r.getMessage() for r in caplog.records if "no new rows" in r.getMessage()]
+    assert idle_lines and all(line.endswith("at mysql-bin.000001:400 (lag 0 bytes)") for line in idle_lines), idle_lines
+
+
 def test_a_snapshot_only_table_is_no_longer_followed_once_copied_and_the_loop_ends_without_an_error(caplog):
     source = FakeSource()
     pipeline = FakePipeline(source)

@@ -36,4 +36,10 @@ def test_short_runs_use_c1_only_and_a_long_running_follow_keeps_the_optimising_c
     assert "-XX:TieredStopAtLevel=1" in local_jvm_options({}).split()
     long_running = local_jvm_options({}, long_running=True).split()
     assert "-XX:TieredStopAtLevel=1" not in long_running and "-XX:+UseSerialGC" in long_running
-    assert local_jvm_options({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, long_running=True) == ""
+    assert local_jvm_options({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, long_running=True) == \
+        "-XX:-UsePerfData"
+
+
+def test_a_long_running_driver_does_not_wake_every_50_ms_to_sample_performance_data():
+    assert "-XX:-UsePerfData" in local_jvm_options({}, long_running=True).split()
+    assert "-XX:-UsePerfData" not in local_jvm_options({}).split()  # short runs keep jps and jstat

@@ -1,5 +1,8 @@
 import ast
 import datetime as dt
+import importlib
+import os
+import sys
 
 import pytest
 from acme_lakehouse import tables
@@ -15,6 +18,26 @@ def test_every_generated_table_module_is_discovered():
     found = discover(tables)
     assert found, "the template should have generated at least one table module"
     assert all(spec.source_table for spec in found.values())
+
+
+def test_a_table_module_written_after_the_first_look_is_found_even_when_its_folder_mtime_did_not_move(
+        tmp_path, monkeypatch):
+    package = tmp_path / "late_pkg" / "tables"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    module = "from lakehouse_engine.tables import TableSpec\n\nTABLE = TableSpec({0!r}, {0!r})\n"
+    (package / "first.py").write_text(module.format("first"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the package is forgotten after the test
+    found = importlib.import_module("late_pkg.tables")
+    assert set(discover(found)) == {"first"}
+    # follow looks again while it runs; a file added within the folder's mtime resolution leaves
+    # the import system's cached listing of the folder as it was
+    before = package.stat()
+    (package / "second.py").write_text(module.format("second"))
+    os.utime(package, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert set(discover(found)) == {"first", "second"}
 
 
 def test_scaffolded_modules_are_valid_python_with_the_key():

@@ -55,30 +55,77 @@ class EventHeader:
 
 
 class HeadWatch:
-    """Waits on a dump connection of its own, opened for each wait and closed after it: never
-    left unread (the server's writes would pile up until it dropped the dump), and free of the
-    server id for another reader of the same process between waits."""
+    """Waits on a dump connection of its own, opened for a wait and closed after it: never left
+    unread (the server's writes would pile up until it dropped the dump), and free of the
+    server id for another reader of the same process between waits.
 
-    def __init__(self, profile: SourceProfile, server_id: int, heartbeat_s: float = 1.0):
+    ``hold``: a wait that ends without a change keeps the dump for the next wait from the same
+    position (an idle ``follow`` waits again within moments, and opening a dump costs a login,
+    three statements and the server's replay of the file's header events each time). Only a
+    wait that saw a change, or :meth:`release`, closes it; a held dump that broke meanwhile (the
+    server dropped it) is opened again once, quietly. The caller must not read the binlog with
+    the same server id while a dump is held."""
+
+    def __init__(self, profile: SourceProfile, server_id: int, heartbeat_s: float = 1.0, *, hold: bool = False):
         self._profile = profile
         self._server_id = server_id
         self._heartbeat_s = heartbeat_s
+        self._hold = hold
+        self._held: tuple[BinlogPosition, pymysql.connections.Connection] | None = None
 
     def wait_past(self, position: BinlogPosition, deadline: float, stop: threading.Event) -> bool:
         """True as soon as the source writes past ``position`` (a write since it, before the
         dump opened, included); False at ``deadline`` (``time.monotonic``) or once ``stop`` is
         set (seen within one heartbeat). Driver errors propagate: the caller polls instead."""
+        held = self._take_held(position)
+        if held is not None:
+            try:
+                changed = self._watch(held, position, deadline, stop)
+            except pymysql.err.Error:
+                _close(held)  # dropped by the server while it went unread: a new dump below
+            except BaseException:
+                _close(held)
+                raise
+            else:
+                return self._keep_or_close(held, position, changed)
         conn = self._open(position)
         try:
-            while not stop.is_set() and time.monotonic() < deadline:
-                if _next(conn).is_change(position.offset):
-                    return True
-            return False
-        finally:
-            try:
-                conn.close()
-            except Exception:  # a dump connection is closed from our side only: nothing to tell
-                pass
+            changed = self._watch(conn, position, deadline, stop)
+        except BaseException:
+            _close(conn)
+            raise
+        return self._keep_or_close(conn, position, changed)
+
+    def release(self) -> None:
+        """Close a held dump (busy cycles follow, or the run ends)."""
+        held = self._take_held(None)
+        if held is not None:
+            _close(held)
+
+    def _take_held(self, position: BinlogPosition | None) -> pymysql.connections.Connection | None:
+        """The held dump when it waits from ``position``; any other is closed."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        if held[0] == position:
+            return held[1]
+        _close(held[1])
+        return None
+
+    def _keep_or_close(self, conn: pymysql.connections.Connection, position: BinlogPosition, changed: bool) -> bool:
+        if changed or not self._hold:
+            _close(conn)
+        else:
+            self._held = (position, conn)
+        return changed
+
+    @staticmethod
+    def _watch(conn: pymysql.connections.Connection, position: BinlogPosition, deadline: float,
+               stop: threading.Event) -> bool:
+        while not stop.is_set() and time.monotonic() < deadline:
+            if _next(conn).is_change(position.offset):
+                return True
+        return False
 
     def _open(self, position: BinlogPosition) -> pymysql.connections.Connection:
         # Several missed heartbeats before a read gives up: a stalled server is a lost connection.
@@ -99,6 +146,13 @@ class HeadWatch:
             conn.close()
             raise
         return conn
+
+
+def _close(conn: pymysql.connections.Connection) -> None:
+    try:
+        conn.close()
+    except Exception:  # a dump connection is closed from our side only: nothing to tell
+        pass
 
 
 def _next(conn: pymysql.connections.Connection) -> EventHeader:

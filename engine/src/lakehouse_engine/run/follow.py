@@ -187,12 +187,14 @@ class Follower:
                 if self._idle_at is not None and self._running(started):
                     self._idle_wait.wait(self._idle_at, self._stop, self._options.interval_s, budget)
                     continue
+                self._idle_wait.release()  # busy: a held dump would go unread
                 pause = min(self._options.interval_s - (time.monotonic() - began), budget)
                 if pause > 0 and self._running(started):
                     self._stop.wait(pause)
             if self._stop.is_set() and self._active:
                 self._save_held_positions()
         finally:
+            self._idle_wait.release()
             self._source.close()
         if not self._active and any(r.status != RunStatus.SUCCESS for r in self._results.values()):
             log.error("follow: every table failed (or is snapshot-only and copied); nothing left to follow")
@@ -365,7 +367,9 @@ class Follower:
         return all(p is not None and p >= head for p in positions)
 
     def _lag(self) -> str:
-        positions = [self._pipeline.resume_position(s.name) for s in self._active]
+        """How far the least read table trails the head: read, not committed (an idle table's
+        advance is held in memory; ``status`` and ``dq`` measure from the same positions)."""
+        positions = [self._pipeline.read_to(s.name) for s in self._active]
         known = [p for p in positions if p is not None]
         return f"{self._source.bytes_behind(min(known))} bytes" if known else "unknown"
 

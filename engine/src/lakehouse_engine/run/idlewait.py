@@ -4,7 +4,10 @@ With every table at the source's binlog head there is nothing to do until the so
 Polling the head each interval costs a query and a cycle's bookkeeping each time, and a change
 waits for the next poll. Instead the loop blocks on a binlog dump (``cdc.headwatch``) until the
 source writes past the head, for at most ``recheck_s``: the loop still wakes that often to
-look for added tables, serve other runs' requests and publish its metrics.
+look for added tables, serve other runs' requests and publish its metrics. The dump is held from
+one idle wait to the next (``HeadWatch(hold=True)``) and let go once a cycle has work
+(:meth:`IdleWait.release`): a login, three statements and a dump every ``recheck_s`` were most
+of an idle loop's own CPU.
 
 The wait is an optimisation, never a dependency: when the dump cannot be opened or breaks (a
 user without REPLICATION SLAVE is caught earlier, but a proxy may refuse dumps, a network may
@@ -55,3 +58,8 @@ class IdleWait:
                             "%.1f s instead, trying the stream again every %.0f s", reason, interval_s,
                             self._retry_s)
             stop.wait(max(0.0, min(interval_s, budget_s)))
+
+    def release(self) -> None:
+        """Let go of the dump a wait held for the next (the cycles are busy, or the run ends)."""
+        if self._watch is not None:
+            self._watch.release()

@@ -3,7 +3,6 @@ as at the start, each new one claimed (its ingest lock taken) before the loop sn
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Collection, Sequence
 
@@ -24,7 +23,6 @@ class NewTables:
         self._reported: set[str] = set()
 
     def __call__(self, known: Collection[str]) -> list[TableSpec]:
-        importlib.invalidate_caches()  # the import system's listing of the tables folder is cached
         try:
             specs = self._select()
         except IngestError as exc:

@@ -49,6 +49,10 @@ JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.
 # 9.1-10.1 s against 10.6-12.6 s; 5.3 s against 6.3-10.3 s for 4.2k changes). The project's own
 # spark.driver.extraJavaOptions come after these, so e.g. -XX:TieredStopAtLevel=4 wins.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# A long-running driver mostly waits. The JVM's performance-data sampler (what jps and jstat
+# read) wakes every 50 ms: 20 of an idle follow JVM's 44 wakeups a second, and on a small VM a
+# wakeup costs on the order of a millisecond of CPU. jcmd and jstack by pid still work.
+LONG_RUNNING_JVM_OPTIONS = "-XX:-UsePerfData"
 # Session settings of every session, a Spark Connect one included (the project's spark.conf wins).
 SESSION_SETTINGS = {
     "spark.sql.session.timeZone": "UTC",
@@ -337,10 +341,11 @@ def _jar_settings(config: ProjectConfig) -> JarSettings:
 
 
 def local_jvm_options(project_conf: Mapping[str, str], long_running: bool = False) -> str:
-    """Our JVM options for a local driver: C1 only unless ``long_running``, and the serial
-    collector unless the project's own options choose one (the JVM refuses to start with two)."""
+    """Our JVM options for a local driver: C1 only unless ``long_running`` (then no performance
+    data sampling instead), and the serial collector unless the project's own options choose
+    one (the JVM refuses to start with two)."""
     theirs = project_conf.get("spark.driver.extraJavaOptions", "")
-    options = [] if long_running else [LOCAL_JVM_OPTIONS]
+    options = [LONG_RUNNING_JVM_OPTIONS] if long_running else [LOCAL_JVM_OPTIONS]
     if not re.search(r"-XX:\+Use\w+GC\b", theirs):
         options.append(LOCAL_GC_OPTION)
     return " ".join(options)

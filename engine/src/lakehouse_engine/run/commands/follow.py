@@ -64,7 +64,7 @@ def _idle_wait(ctx: CommandContext) -> IdleWait:
     from ..idlewait import IdleWait
 
     server_id = ServerIds.of(ctx.config.server_ids).watch()
-    return IdleWait(None if server_id is None else HeadWatch(ctx.config.source, server_id))
+    return IdleWait(None if server_id is None else HeadWatch(ctx.config.source, server_id, hold=True))
 
 
 def _live_metrics(ctx: CommandContext) -> LiveMetrics | None:
