@@ -80,30 +80,17 @@ class HeadWatch:
         held = self._take_held(position)
         if held is not None:
             try:
-                changed = self._watch(held, position, deadline, stop)
+                return self._watched(held, position, deadline, stop)
             except pymysql.err.Error:
-                _close(held)  # dropped by the server while it went unread: a new dump below
-            except BaseException:
-                _close(held)
-                raise
-            else:
-                return self._keep_or_close(held, position, changed)
-        conn = self._open(position)
-        try:
-            changed = self._watch(conn, position, deadline, stop)
-        except BaseException:
-            _close(conn)
-            raise
-        return self._keep_or_close(conn, position, changed)
+                pass  # dropped by the server while it went unread (and closed): a new dump below
+        return self._watched(self._open(position), position, deadline, stop)
 
     def release(self) -> None:
         """Close a held dump (busy cycles follow, or the run ends)."""
-        held = self._take_held(None)
-        if held is not None:
-            _close(held)
+        self._take_held(None)
 
     def _take_held(self, position: BinlogPosition | None) -> pymysql.connections.Connection | None:
-        """The held dump when it waits from ``position``; any other is closed."""
+        """The held dump when it waits from ``position``; any other is closed (``None``: all)."""
         held, self._held = self._held, None
         if held is None:
             return None
@@ -112,20 +99,21 @@ class HeadWatch:
         _close(held[1])
         return None
 
-    def _keep_or_close(self, conn: pymysql.connections.Connection, position: BinlogPosition, changed: bool) -> bool:
+    def _watched(self, conn: pymysql.connections.Connection, position: BinlogPosition, deadline: float,
+                 stop: threading.Event) -> bool:
+        """Wait on ``conn``; then close it, or hold it when ``hold`` and nothing changed."""
+        try:
+            changed = False
+            while not changed and not stop.is_set() and time.monotonic() < deadline:
+                changed = _next(conn).is_change(position.offset)
+        except BaseException:
+            _close(conn)
+            raise
         if changed or not self._hold:
             _close(conn)
         else:
             self._held = (position, conn)
         return changed
-
-    @staticmethod
-    def _watch(conn: pymysql.connections.Connection, position: BinlogPosition, deadline: float,
-               stop: threading.Event) -> bool:
-        while not stop.is_set() and time.monotonic() < deadline:
-            if _next(conn).is_change(position.offset):
-                return True
-        return False
 
     def _open(self, position: BinlogPosition) -> pymysql.connections.Connection:
         # Several missed heartbeats before a read gives up: a stalled server is a lost connection.
