@@ -42,17 +42,21 @@ class Measurement:
     peak_pss_mb: float
     returncode: int
     output: str  # stdout and stderr, interleaved
-    cpu_at_mark_s: float | None = None  # the tree's CPU seconds at ``mark_s`` into the run
+    # (seconds into the run, the tree's CPU seconds then) for each mark the run reached
+    cpu_at_marks: tuple[tuple[float, float], ...] = ()
     # The machine's 1-minute load average as the command started and as it ended: a figure taken
     # on a loaded machine (load above the cores) is not comparable with a quiet one.
     load_at_start: float = 0.0
     load_at_end: float = 0.0
 
-    def cpu_share_after_mark(self, mark_s: float) -> float | None:
-        """The tree's CPU seconds per second after the mark (of one core; 1.0 = a whole core)."""
-        if self.cpu_at_mark_s is None or self.wall_s <= mark_s:
+    def cpu_share(self, from_s: float, to_s: float | None = None) -> float | None:
+        """The tree's CPU seconds per second between two marks, or from a mark to the end (of one
+        core; 1.0 = a whole core); None when the run did not reach them."""
+        marks = dict(self.cpu_at_marks)
+        end = (self.wall_s, self.cpu_s) if to_s is None else (to_s, marks.get(to_s))
+        if from_s not in marks or end[1] is None or end[0] <= from_s:
             return None
-        return (self.cpu_s - self.cpu_at_mark_s) / (self.wall_s - mark_s)
+        return (end[1] - marks[from_s]) / (end[0] - from_s)
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.output.strip().splitlines()[-lines:])
@@ -105,11 +109,11 @@ def _cpu_of_children() -> float:
 
 
 def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-        timeout_s: float = 7200.0, log: Path | None = None, mark_s: float | None = None) -> Measurement:
+        timeout_s: float = 7200.0, log: Path | None = None, marks_s: Sequence[float] = ()) -> Measurement:
     """Run ``command`` to its end and measure its process tree (see the module docstring).
 
     The output goes to ``log`` (or a temporary file), never to a pipe: a pipe nobody drains while
-    we sample would block the command. ``mark_s``: also note the tree's CPU that far into the
+    we sample would block the command. ``marks_s``: also note the tree's CPU that far into the
     run (a steady state's cost, e.g. an idle follow's, without its start-up)."""
     log = log or Path(f"/tmp/bench-{os.getpid()}-{time.monotonic_ns()}.log")
     cpu_before = _cpu_of_children()
@@ -125,7 +129,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
         tracked = {process.pid}
         own_cpu: dict[int, float] = {}  # pid -> its own CPU seconds when last sampled
         peak_kb = 0
-        cpu_at_mark: float | None = None
+        cpu_at_marks: dict[float, float] = {}
         returncode: int | None = None
         deadline = started + timeout_s
         while True:
@@ -142,8 +146,9 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
             for pid in live:
                 if (used := _own_cpu_s(pid)) is not None:
                     own_cpu[pid] = used
-            if mark_s is not None and cpu_at_mark is None and time.monotonic() - started >= mark_s:
-                cpu_at_mark = sum(own_cpu.values())
+            for mark in marks_s:
+                if mark not in cpu_at_marks and time.monotonic() - started >= mark:
+                    cpu_at_marks[mark] = sum(own_cpu.values())
             returncode = _reap(process.pid, returncode)
             if returncode is not None and not live:
                 break
@@ -157,7 +162,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
     cpu = max(_cpu_of_children() - cpu_before, sum(own_cpu.values()))
     return Measurement(round(wall, 2), round(cpu, 2), round(peak_kb / 1024, 1),
                        returncode if returncode is not None else -1, log.read_text(errors="replace"),
-                       None if cpu_at_mark is None else round(cpu_at_mark, 2),
+                       tuple((mark, round(cpu, 2)) for mark, cpu in cpu_at_marks.items()),
                        round(load_at_start, 2), round(os.getloadavg()[0], 2))
 
 

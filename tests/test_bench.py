@@ -82,19 +82,22 @@ def test_the_measurement_counts_workers_of_a_parent_that_ignores_sigchld(tmp_pat
     assert json.loads(done.stdout) >= 0.7  # the samples miss at most the worker's last 0.2 s
 
 
-def test_the_cpu_after_a_mark_leaves_out_what_the_start_up_burnt(tmp_path):
-    # An idle follow's figure: 1 s of CPU at the start, then idling; from the mark on ~0 CPU.
+def test_the_cpu_between_marks_leaves_out_what_the_start_up_burnt(tmp_path):
+    # An idle follow's figures: 1 s of CPU at the start, then idling; from the first mark on ~0 CPU.
     burn = ("import time; t = time.process_time(); [0 for _ in iter(lambda: time.process_time() - t > 1.0, True)]; "
-            "time.sleep(2.5)")
+            "time.sleep(3.0)")
     measure = (f"import bench_measure, json; "
-               f"m = bench_measure.run({[sys.executable, '-c', burn]!r}, mark_s=2.0, "
+               f"m = bench_measure.run({[sys.executable, '-c', burn]!r}, marks_s=(0.3, 2.0, 3.0), "
                f"log=__import__('pathlib').Path({str(tmp_path / 'out.log')!r})); "
-               "print(json.dumps([m.cpu_at_mark_s, m.cpu_share_after_mark(2.0)]))")
+               "print(json.dumps([dict(m.cpu_at_marks)[2.0], m.cpu_share(0.3, 2.0), "
+               "m.cpu_share(2.0, 3.0), m.cpu_share(2.0), m.cpu_share(9.0)]))")
     done = subprocess.run([sys.executable, "-c", measure], cwd=SCRIPTS, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    at_mark, share_after = json.loads(done.stdout)
+    at_mark, burning, idle_between, idle_to_the_end, unreached = json.loads(done.stdout)
     assert at_mark >= 0.8
-    assert share_after < 0.2
+    assert burning > 0.3
+    assert idle_between < 0.2 and idle_to_the_end < 0.2
+    assert unreached is None
 
 
 def test_the_steady_freshness_leaves_out_the_writes_of_the_warm_up():

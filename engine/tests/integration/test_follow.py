@@ -32,12 +32,15 @@ pytestmark = pytest.mark.integration
 PACKAGE = "acme_lakehouse"
 
 TABLES = ("customers", "products")
+RESTED = "Spark's context stopped until the next change"
 
 
 def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follow_and_sigterm_stops_cleanly(
         spark, config, mariadb):
     # One table: every table adds its MERGE to each cycle, and this test starts a Spark of its own.
-    with following(config, "--select", "customers", "--interval", "0.2") as process:
+    # Spark rests after 4 s without work: a repair or a change may find it resting, and must
+    # not see a difference.
+    with following(config, "--select", "customers", "--interval", "0.2", "--rest-spark-after", "4") as process:
         seen = _read_until(process, "follow: cycle 1:", timeout=300)  # the snapshot is in
         run_source_sql(mariadb, config.source.database, """
             INSERT INTO customers (email, full_name, country, created_at)
@@ -69,6 +72,12 @@ def test_changes_made_while_following_reach_silver_a_repair_is_done_by_the_follo
         """)
         seen += _until_silver_is_the_source(process, spark, config)
         assert "ALTER TABLE customers ADD COLUMN nick" in seen and "applied to bronze (add nick)" in seen
+        # Idle, Spark's context stops; the next change starts a new one, in the same JVM.
+        if RESTED not in seen.rsplit("follow: cycle", 1)[-1]:
+            seen += _read_until(process, RESTED, timeout=120)
+        run_source_sql(mariadb, config.source.database, "UPDATE customers SET nick = 'x13' WHERE customer_id = 13;")
+        seen += _until_silver_is_the_source(process, spark, config)
+        assert "Spark started again in" in seen.rsplit(RESTED, 1)[-1]
         rest = sigterm(process)
     stderr = seen + rest
     assert process.returncode == 0, stderr[-3000:]

@@ -4,6 +4,7 @@ poll, and it neither queries nor spins while nothing happens."""
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -33,6 +34,28 @@ def _write_later(mariadb, db: str, sql: str, after_s: float) -> threading.Thread
     thread = threading.Thread(target=lambda: (time.sleep(after_s), run_source_sql(mariadb, db, sql)))
     thread.start()
     return thread
+
+
+def test_a_wait_ends_at_its_deadline_and_at_a_signal_without_a_heartbeat_and_says_what_it_heard(config):
+    # The server's first heartbeat would come after 60 s: the wait must not depend on one.
+    watch = HeadWatch(config.source, SERVER_ID, heartbeat_s=60.0)
+    never = threading.Event()
+    started = time.monotonic()
+    assert watch.wait_past(_head(config), started + 1.0, never) is False
+    assert time.monotonic() - started < 30
+    assert watch.heard  # the dump's opening events: the server answered from the head
+    # A stop request by signal (SIGTERM's or Ctrl-C's handler sets the flag) ends it at once.
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: stop.set())
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        assert watch.wait_past(_head(config), started + 120, stop) is False
+        assert time.monotonic() - started < 30
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert signal.set_wakeup_fd(-1) == -1  # the wait's wakeup fd is gone with it
 
 
 def test_the_watch_wakes_at_a_write_waits_out_its_deadline_without_one_and_stops_on_request(config, mariadb):

@@ -69,8 +69,19 @@ class FakePipeline:
         self.calls: list[list[str]] = []
         self.held: list[frozenset[str]] = []  # each call's hold_idle
         self.on_ingest: Callable[[], None] = lambda: None
+        self.used_at = time.monotonic()  # Spark's last use, as ``RestingSpark`` keeps it
+        self.resting = False
+        self.rests = 0
+
+    def unused_for(self, seconds: float) -> bool:
+        return not self.resting and time.monotonic() - self.used_at >= seconds
+
+    def rest(self) -> bool:
+        self.resting, self.rests = True, self.rests + 1
+        return True
 
     def ingest(self, specs: Sequence[TableSpec], *, conn=None, hold_idle=frozenset()) -> list[TableResult]:
+        self.resting, self.used_at = False, time.monotonic()  # an ingest starts Spark again
         self.calls.append([s.name for s in specs])
         self.held.append(frozenset(hold_idle))
         stop = self.source.head  # like a real run: the position current at its start
@@ -171,6 +182,76 @@ def test_a_table_whose_resume_position_stays_put_stops_being_held():
     # tables must commit it.
     assert pipeline.held[0] == frozenset({"a", "b"})
     assert pipeline.held[-1] == frozenset()
+
+
+def test_spark_rests_once_no_cycle_used_it_for_its_seconds_after_idle_positions_are_committed(caplog):
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    pipeline.last_transaction = at(50)  # the tables hold their advance past it in memory
+    with caplog.at_level("INFO", logger="lakehouse_engine.run.follow"):
+        follow(pipeline, source, spark_rest_s=0.1, interval_s=0.01, max_seconds=0.5)
+    # The first cycle, then the held positions committed before the one rest; idle cycles on.
+    assert pipeline.calls == [["a", "b"], ["a", "b"]] and pipeline.held[1] == frozenset()
+    assert pipeline.rests == 1 and pipeline.resting
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines.index("follow: saved the positions of a, b before Spark rests") < \
+        next(i for i, line in enumerate(lines) if "Spark's context stopped until the next change" in line)
+
+
+def test_spark_does_not_rest_before_its_seconds_nor_when_resting_is_off():
+    source = FakeSource()
+    pipeline = FakePipeline(source)
+    follow(pipeline, source, spark_rest_s=60.0, interval_s=0.01, max_seconds=0.2)
+    follow(pipeline, source, spark_rest_s=None, interval_s=0.01, max_seconds=0.2)
+    assert pipeline.rests == 0
+
+
+def test_a_change_after_spark_rested_is_ingested_and_spark_rests_again_later():
+    pipeline: FakePipeline
+
+    class ChangedOnceRested(FakeSource):
+        def position(self) -> BinlogPosition:
+            if pipeline.rests == 1 and len(pipeline.calls) == 1:
+                self.head = at(300)
+            return super().position()
+
+    source = ChangedOnceRested()
+    pipeline = FakePipeline(source)
+    follow(pipeline, source, names=("a",), interval_s=0.01, spark_rest_s=0.1, max_seconds=0.8)
+    assert pipeline.calls == [["a"], ["a"]] and pipeline.positions["a"] == at(300)
+    assert pipeline.rests == 2
+
+
+class ScriptedWait:
+    """An idle wait that returns at once, saying whether the source wrote nothing meanwhile."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def wait(self, head, stop, interval_s, budget_s) -> bool:
+        return self.quiet
+
+    def release(self) -> None:
+        pass
+
+
+class CountingSource(FakeSource):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def position(self) -> BinlogPosition:
+        self.asked += 1
+        return super().position()
+
+
+@pytest.mark.parametrize(("quiet", "asked"), [(True, 2), (False, 5)])  # 2: the first two cycles
+def test_an_idle_wait_that_saw_no_write_spares_the_next_cycle_its_question_for_the_head(quiet, asked):
+    source = CountingSource()
+    pipeline = FakePipeline(source)
+    outcome = Follower(pipeline, specs("a"), source, threading.Event(), FollowOptions(interval_s=0.0, max_cycles=5),
+                       idle_wait=ScriptedWait(quiet)).run()  # type: ignore[arg-type]
+    assert outcome.idle_cycles == 4 and source.asked == asked
 
 
 def table_b_failing_while_the_binlog_moves() -> tuple[FakeSource, FakePipeline]:

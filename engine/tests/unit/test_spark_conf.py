@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakehouse_engine.sink.spark import _merged_conf, local_jvm_options
+from lakehouse_engine.sink.spark import LONG_RUNNING_JVM_OPTIONS, _merged_conf, local_jvm_options
 
 OURS = {"spark.jars.packages": "io.delta:delta-spark_4.1_2.13:4.4.0",
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=x",
@@ -37,9 +37,17 @@ def test_short_runs_use_c1_only_and_a_long_running_follow_keeps_the_optimising_c
     long_running = local_jvm_options({}, long_running=True).split()
     assert "-XX:TieredStopAtLevel=1" not in long_running and "-XX:+UseSerialGC" in long_running
     assert local_jvm_options({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, long_running=True) == \
-        "-XX:-UsePerfData"
+        LONG_RUNNING_JVM_OPTIONS
 
 
 def test_a_long_running_driver_does_not_wake_every_50_ms_to_sample_performance_data():
     assert "-XX:-UsePerfData" in local_jvm_options({}, long_running=True).split()
     assert "-XX:-UsePerfData" not in local_jvm_options({}).split()  # short runs keep jps and jstat
+
+
+def test_a_long_running_driver_checks_for_monitor_deflation_and_cleanup_safepoints_every_10_s():
+    options = local_jvm_options({}, long_running=True).split()
+    unlocked = options.index("-XX:+UnlockDiagnosticVMOptions")  # the flags after it are diagnostic ones
+    assert options.index("-XX:AsyncDeflationInterval=10000") > unlocked
+    assert options.index("-XX:GuaranteedSafepointInterval=10000") > unlocked
+    assert "-XX:AsyncDeflationInterval=10000" not in local_jvm_options({}).split()

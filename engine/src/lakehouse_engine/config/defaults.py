@@ -38,6 +38,7 @@ class BuiltinDefaults:
     follow_heartbeat_s: float = 60.0  # while idle, one log line this often
     follow_idle_commit_s: float = 300.0  # a table without changes commits its position this often
     follow_discover_s: float = 10.0  # table modules are read again this often (tables added meanwhile)
+    follow_spark_rest_s: float = 120.0  # a local follow's Spark context stops after this long without work
     # repair of a table a follow holds: the follow does it between two cycles; wait this long
     repair_wait_s: float = 3600.0
     # maintain: VACUUM keeps this many hours of removed files; Delta's own floor (7 days) is the least

@@ -29,7 +29,12 @@ loop follows the tables it has.
 
 Waiting: after an idle cycle the loop blocks on the source's binlog stream until the source
 writes (``run.idlewait``), so a change starts the next cycle at once and an idle follow neither
-queries nor spins; after a cycle that read rows the next starts at most every ``interval_s``.
+queries nor spins (a wait that saw the source write nothing spares the next cycle its question
+for the head); after a cycle that read rows the next starts at most every ``interval_s``.
+
+Resting: once no cycle needed Spark for ``spark_rest_s``, the pipeline stops Spark's context and
+the binlog reader process (``Pipeline.rest``); the next change, repair or added table starts them
+again. Idle, the context's threads were most of the process's CPU.
 
 Stopping: :func:`stop_requests` turns SIGTERM and the first Ctrl-C into a request the loop reads
 between cycles, so a cycle always runs to its end; a second Ctrl-C goes to the handler installed
@@ -78,6 +83,8 @@ class FollowOptions:
     heartbeat_s: float = DEFAULTS.follow_heartbeat_s
     idle_commit_s: float = DEFAULTS.follow_idle_commit_s
     discover_s: float = DEFAULTS.follow_discover_s
+    # Spark's context stops after this long without work (None: never; see ``sink.resting``).
+    spark_rest_s: float | None = DEFAULTS.follow_spark_rest_s
 
 
 @dataclass
@@ -168,6 +175,7 @@ class Follower:
         self._metrics = metrics
         self._idle_wait = idle_wait or IdleWait(None)
         self._idle_at: BinlogPosition | None = None  # the head the last cycle found every table at
+        self._quiet_at: BinlogPosition | None = None  # the head, as the idle wait saw it unmoved
 
     def run(self) -> FollowOutcome:
         started = time.monotonic()
@@ -185,7 +193,9 @@ class Follower:
                 budget = float("inf") if self._options.max_seconds is None else \
                     self._options.max_seconds - (time.monotonic() - started)
                 if self._idle_at is not None and self._running(started):
-                    self._idle_wait.wait(self._idle_at, self._stop, self._options.interval_s, budget)
+                    self._rest_spark_when_unused()
+                    if self._idle_wait.wait(self._idle_at, self._stop, self._options.interval_s, budget):
+                        self._quiet_at = self._idle_at
                     continue
                 self._idle_wait.release()  # busy: a held dump would go unread
                 pause = min(self._options.interval_s - (time.monotonic() - began), budget)
@@ -257,7 +267,7 @@ class Follower:
     def _cycle(self) -> None:
         self._outcome.cycles += 1
         self._idle_at = None
-        head = self._source.position()
+        head, self._quiet_at = self._quiet_at or self._source.position(), None
         if self._caught_up(head):
             self._outcome.idle_cycles += 1
             self._note_cycle(head, [])
@@ -298,7 +308,21 @@ class Follower:
         if transient:
             raise transient[0]
 
-    def _save_held_positions(self) -> None:
+    def _rest_spark_when_unused(self) -> None:
+        """Stop Spark's context once no cycle needed it for ``spark_rest_s``: an idle follow's
+        CPU is mostly the context's threads. The next change, repair or added table starts a new
+        one in the warm JVM. Idle tables' held positions are committed first, so a stop while
+        Spark rests needs none."""
+        after = self._options.spark_rest_s
+        if after is None or not self._pipeline.unused_for(after):
+            return
+        self._save_held_positions("before Spark rests")
+        self._note_commits()
+        if self._pipeline.rest():
+            log.info("follow: no work for %.0f s: Spark's context stopped until the next change (the JVM "
+                     "stays; a change starts it again in about a second)", after)
+
+    def _save_held_positions(self, when: str = "at the stop") -> None:
         """At a requested stop, commit how far idle tables have read: their advance is held in
         memory to spare a commit per cycle, and without this a clean stop would leave them
         looking behind (``status``, ``dq``'s lag) and have the next run read that range again.
@@ -314,13 +338,13 @@ class Follower:
         except TablesFailed as failed:
             results = failed.results
         except IngestError as exc:  # the source went away: the next run reads the range again
-            log.warning("follow: the positions of %s were not saved at the stop: %s",
-                        ", ".join(s.name for s in held), exc)
+            log.warning("follow: the positions of %s were not saved %s: %s",
+                        ", ".join(s.name for s in held), when, exc)
             return
         for result in results:
             self._results[result.table] = result
         self._outcome.rows += sum(r.snapshot_rows + r.binlog_rows for r in results)
-        log.info("follow: saved the positions of %s at the stop", ", ".join(s.name for s in held))
+        log.info("follow: saved the positions of %s %s", ", ".join(s.name for s in held), when)
 
     def _publish_read_to(self) -> None:
         """Tell ``status`` and ``dq`` how far the tables are read (``followstate``), at most every

@@ -27,8 +27,12 @@ from ..state.positions import BinlogPosition
 
 log = logging.getLogger(__name__)
 
-RECHECK_S = 5.0  # an idle loop's own rounds: new tables, requests, metrics (at most this late)
+RECHECK_S = 30.0  # an idle loop's own rounds: new tables, requests, metrics (at most this late)
 RETRY_S = 60.0  # after the dump failed, poll this long before trying it again
+# The dump's heartbeat while idle, and how often the wait looks at a stop flag set by a thread
+# (a signal ends it at once): each wakeup costs milliseconds of CPU on a small VM, and at 1 s
+# they were half of an idle follow's Python CPU.
+HEARTBEAT_S = 15.0
 
 
 class IdleWait:
@@ -39,15 +43,18 @@ class IdleWait:
         self._retry_at = float("-inf")
         self._warned: set[str] = set()
 
-    def wait(self, head: BinlogPosition, stop: threading.Event, interval_s: float, budget_s: float) -> None:
+    def wait(self, head: BinlogPosition, stop: threading.Event, interval_s: float, budget_s: float) -> bool:
         """Return once the source wrote past ``head``, ``stop`` is set, ``recheck_s`` passed or
-        ``budget_s`` (what the run has left) ran out. Without a working dump: ``interval_s``."""
+        ``budget_s`` (what the run has left) ran out. Without a working dump: ``interval_s``.
+        True when the server said, on the dump, that it wrote nothing past ``head`` meanwhile
+        (the head need not be asked for again)."""
         now = time.monotonic()
         if self._watch is None or now < self._retry_at:
             stop.wait(max(0.0, min(interval_s, budget_s)))
-            return
+            return False
         try:
-            self._watch.wait_past(head, now + min(self._recheck_s, budget_s), stop)
+            changed = self._watch.wait_past(head, now + min(self._recheck_s, budget_s), stop)
+            return not changed and self._watch.heard and not stop.is_set()
         except Exception as exc:  # the stream is only a faster wait: poll instead, say so once
             budget_s -= time.monotonic() - now
             self._retry_at = time.monotonic() + self._retry_s
@@ -58,6 +65,7 @@ class IdleWait:
                             "%.1f s instead, trying the stream again every %.0f s", reason, interval_s,
                             self._retry_s)
             stop.wait(max(0.0, min(interval_s, budget_s)))
+            return False
 
     def release(self) -> None:
         """Let go of the dump a wait held for the next (the cycles are busy, or the run ends)."""

@@ -65,10 +65,12 @@ class FollowOptions:
     interval_s: float
     max_cycles: int | None = None
     max_seconds: float | None = None
+    rest_spark_after_s: float | None = None  # None: Spark's context never rests
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> FollowOptions:
-        return cls(Selection.from_args(args), args.interval, args.max_cycles, args.max_seconds)
+        return cls(Selection.from_args(args), args.interval, args.max_cycles, args.max_seconds,
+                   args.rest_spark_after or None)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,11 @@ def _ingest_commands(commands: _Commands) -> None:
                              f"(default {DEFAULTS.follow_interval_s:g})")
     follow.add_argument("--max-cycles", type=_count, default=None, metavar="N", help="stop after N cycles")
     follow.add_argument("--max-seconds", type=_seconds, default=None, metavar="S", help="stop after S seconds")
+    follow.add_argument("--rest-spark-after", type=_seconds, default=DEFAULTS.follow_spark_rest_s, metavar="SECONDS",
+                        help="stop Spark's context after this long without work: an idle follow then costs "
+                             "a fraction of the CPU, and the next change starts it again in the warm JVM "
+                             "in about a second; 0 never stops it; a local master only "
+                             f"(default {DEFAULTS.follow_spark_rest_s:g})")
     commands.selectable("dq", "run the Great Expectations checks against the source at one binlog position")
 
 

@@ -28,6 +28,7 @@ from ..config.project import Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..sink import bronze, silver
 from ..sink.layout import apply_layout
+from ..sink.resting import RestingSpark
 from ..source.cascades import Cascade, CascadeCheck
 from ..source.connection import connect, current_position
 from ..source.introspect import TableSchema, describe_table
@@ -93,26 +94,45 @@ class Pipeline:
     """The ingests of one project on one Spark session, one after another (follow mode runs one
     per cycle): what it read of each table is kept between them."""
 
-    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str,
+    def __init__(self, config: ProjectConfig, spark: SparkSession | RestingSpark, run_id: str,
                  retry: RetryPolicy | None = None, feed: BinlogFeed | None = None):
         """``feed``: one binlog reader for every catch-up of this pipeline (follow mode), which
-        decodes on while the lake is written; :meth:`close` stops it."""
+        decodes on while the lake is written; :meth:`close` stops it. ``spark``: a
+        :class:`RestingSpark` lets the pipeline's session rest between ingests (:meth:`rest`)."""
         self.config = config
         self.feed = feed
-        self.spark = spark
+        self._spark = spark if isinstance(spark, RestingSpark) else RestingSpark(spark)
         self.run_id = run_id
         self.retry = retry or RetryPolicy()
         # The newest checkpoint of each table this pipeline ingested successfully, and the
         # position its last catch-up read to, for follow mode's "nothing to read" test.
         self._checkpoints: dict[str, Checkpoint] = {}
         self._read_to: dict[str, BinlogPosition] = {}
-        self._snapshots = SnapshotRunner(config, spark, run_id, self.retry)
+        self._snapshots = SnapshotRunner(config, self._spark, run_id, self.retry)
         # The last catch-up's end and the GTID position there: the next one (follow mode) usually
         # starts there and need not ask the server.
         self._gtid_position: tuple[BinlogPosition, str] | None = None
         self._cascades = CascadeCheck()  # foreign keys whose cascades the binlog lacks
 
     # -- public -----------------------------------------------------------------------
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session, started again when it was resting: take it for each piece of work."""
+        return self._spark.session
+
+    def unused_for(self, seconds: float) -> bool:
+        """Whether the session could rest and no ingest used it for ``seconds``."""
+        return self._spark.unused_for(seconds)
+
+    def rest(self) -> bool:
+        """Stop the session's context (see ``sink.resting``) and the binlog feed's reader process
+        (it reads the idle binlog every few seconds) until the next ingest, which starts both
+        again; whether it rests now (a session that cannot start again does not)."""
+        rested = self._spark.rest()
+        if rested and self.feed is not None:
+            self.feed.close()
+        return rested
 
     def ingest(
         self,
@@ -146,6 +166,7 @@ class Pipeline:
                 if table.ok:
                     table.fail(exc, self.config.lake_root)
         finally:
+            self._spark.used()  # an ingest's Spark work ends with it, however long it took
             if own_conn:
                 conn.close()
         self._remember(tables, stop)

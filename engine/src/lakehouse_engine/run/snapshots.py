@@ -27,6 +27,7 @@ from ..config.project import Layer, ProjectConfig, SchemaPolicy, SnapshotMode, S
 from ..errors import ConfigError, FatalError, SourceUnavailableError
 from ..logs import PROGRESS
 from ..sink import bronze, portable, silver
+from ..sink.resting import RestingSpark
 from ..snapshot.chunking import Chunk, plan_chunks, reading_order
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.staging import staging_area
@@ -74,12 +75,16 @@ def _log_progress(name: str, progress: SnapshotProgress, rows: int, started: flo
 class SnapshotRunner:
     """Plans, reads and commits the snapshots of one pipeline's tables."""
 
-    def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy):
+    def __init__(self, config: ProjectConfig, spark: RestingSpark, run_id: str, retry: RetryPolicy):
         self.config = config
-        self.spark = spark
+        self._spark = spark
         self.run_id = run_id
         self.retry = retry
         self._mode: SnapshotMode | None = None  # resolved at the first snapshot
+
+    @property
+    def spark(self) -> SparkSession:
+        return self._spark.session
 
     def run(
         self,

@@ -51,8 +51,12 @@ JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 # A long-running driver mostly waits. The JVM's performance-data sampler (what jps and jstat
 # read) wakes every 50 ms: 20 of an idle follow JVM's 44 wakeups a second, and on a small VM a
-# wakeup costs on the order of a millisecond of CPU. jcmd and jstack by pid still work.
-LONG_RUNNING_JVM_OPTIONS = "-XX:-UsePerfData"
+# wakeup costs on the order of a millisecond of CPU. jcmd and jstack by pid still work. With
+# Spark's context resting (``resting``) most of what is left are the monitor deflation thread's
+# checks (every 250 ms) and the VM thread's look for a cleanup safepoint (every second): every
+# 10 s is plenty for a process that idles (each check still deflates when monitors piled up).
+LONG_RUNNING_JVM_OPTIONS = ("-XX:-UsePerfData -XX:+UnlockDiagnosticVMOptions -XX:AsyncDeflationInterval=10000 "
+                            "-XX:GuaranteedSafepointInterval=10000")
 # Session settings of every session, a Spark Connect one included (the project's spark.conf wins).
 SESSION_SETTINGS = {
     "spark.sql.session.timeZone": "UTC",
@@ -63,6 +67,7 @@ SESSION_SETTINGS = {
     # empty for our unpartitioned tables): 85-98 s per VACUUM on 2 cores, 4-6 s with 8.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
 }
+PY4J_FINALIZER_SLEEP_S = 10  # a long-running process's py4j finalizer thread, when idle (once a second)
 LOCAL_GC_OPTION = "-XX:+UseSerialGC"  # left out when the project picks a collector (two fail)
 
 log = logging.getLogger(__name__)
@@ -143,9 +148,11 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
             "holding the Delta jars"
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
+    if long_running:
+        _calm_py4j_finalizer()
     if submitted:
         _check_submitted_jars(spark)
-    _interrupt_promptly(spark)
+    _interrupt_promptly()
     if not local:
         shipping.ship_engine(spark)
     if jars.cacheable:
@@ -259,7 +266,7 @@ def jvm_view(spark: SparkSession) -> Any:
     return view
 
 
-def _interrupt_promptly(spark: SparkSession) -> None:
+def _interrupt_promptly() -> None:
     """Make Ctrl-C stop the run at once, leaving the py4j connection usable for clean-up.
 
     pyspark's own SIGINT handler cancels the jobs through the main thread's py4j connection,
@@ -271,9 +278,9 @@ def _interrupt_promptly(spark: SparkSession) -> None:
     """
     if threading.current_thread() is not threading.main_thread():
         return
-    context = spark.sparkContext
+    from pyspark import SparkContext
 
-    def cancel_jobs() -> None:
+    def cancel_jobs(context: SparkContext) -> None:
         from py4j.protocol import Py4JError
 
         try:
@@ -283,14 +290,29 @@ def _interrupt_promptly(spark: SparkSession) -> None:
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         note_interrupt()
-        client: Any = getattr(context._gateway, "_gateway_client", None)  # py4j's, untyped
-        connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
-        if connection is not None:
-            connection.close(reset=True)
-        threading.Thread(target=cancel_jobs, name="cancel-spark-jobs", daemon=True).start()
+        # The context running now: a resting session (``resting``) starts a new one and keeps
+        # this handler, and while it rests there is none.
+        context = SparkContext._active_spark_context
+        if context is not None:
+            client: Any = getattr(context._gateway, "_gateway_client", None)  # py4j's, untyped
+            connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
+            if connection is not None:
+                connection.close(reset=True)
+            threading.Thread(target=cancel_jobs, args=(context,), name="cancel-spark-jobs", daemon=True).start()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
+
+
+def _calm_py4j_finalizer() -> None:
+    """py4j's finalizer thread (pyspark's client) looks for Java objects to release once a
+    second, also when there are none: in an idle follow whose Spark rests, the process's most
+    frequent wakeup. It sleeps only when it has nothing to release, so a longer sleep only
+    delays the release of a burst's objects in the JVM by up to that long."""
+    import py4j.clientserver
+
+    if hasattr(py4j.clientserver, "DEFAULT_WORKER_SLEEP_TIME"):  # read by the thread before each sleep
+        py4j.clientserver.DEFAULT_WORKER_SLEEP_TIME = PY4J_FINALIZER_SLEEP_S
 
 
 def jar_manifest() -> Path:

@@ -39,10 +39,13 @@ def lake_spark(config: ProjectConfig, *, long_running: bool = False,
 
 def start_pipeline(ctx: CommandContext, *, long_running: bool = False, preflighted: bool = False,
                    writes: bool = True) -> tuple[SparkSession, Pipeline]:
-    """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader.
-    ``preflighted``: the source's setup was checked already by this invocation; ``writes``:
-    False for a command that only reads the lake (``dq``), which then runs on a read-only one."""
+    """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader, and its
+    session may rest while idle (``sink.resting``). ``preflighted``: the source's setup was
+    checked already by this invocation; ``writes``: False for a command that only reads the
+    lake (``dq``), which then runs on a read-only one."""
     from ...cdc.feed import BinlogFeed
+    from ...sink.resting import RestingSpark, can_rest
+    from ...sink.spark import get_spark
     from ...source.connection import connection
     from ...source.preflight import run_preflight
     from ..pipeline import Pipeline
@@ -51,9 +54,12 @@ def start_pipeline(ctx: CommandContext, *, long_running: bool = False, preflight
         with connection(ctx.config.source) as conn:
             run_preflight(conn)
 
-    spark = lake_spark(ctx.config, long_running=long_running, before_spark=None if preflighted else preflight,
+    config = ctx.config
+    spark = lake_spark(config, long_running=long_running, before_spark=None if preflighted else preflight,
                        writes=writes)
-    return spark, Pipeline(ctx.config, spark, ctx.invocation.id, feed=BinlogFeed() if long_running else None)
+    restart = (lambda: get_spark(config, long_running=True)) if long_running and can_rest(config) else None
+    return spark, Pipeline(config, RestingSpark(spark, restart), ctx.invocation.id,
+                           feed=BinlogFeed() if long_running else None)
 
 
 def each_table(config: ProjectConfig, specs: Sequence[TableSpec],

@@ -40,7 +40,7 @@ def _follow(ctx: CommandContext, options: FollowOptions) -> FollowOutcome:
 
     specs = ctx.specs(options.selection)
     cycles = following.FollowOptions(interval_s=options.interval_s, max_cycles=options.max_cycles,
-                                      max_seconds=options.max_seconds)
+                                      max_seconds=options.max_seconds, spark_rest_s=options.rest_spark_after_s)
     locks = locks_folder(ctx.config)
     with table_locks(locks, [s.name for s in specs], "follow"), ExitStack() as added_later:
         _, pipeline = start_pipeline(ctx, long_running=True)
@@ -61,10 +61,10 @@ def _idle_wait(ctx: CommandContext) -> IdleWait:
     server id range of fewer than 3 ids: none is left for the wait)."""
     from ...cdc.headwatch import HeadWatch
     from ...source.serverids import ServerIds
-    from ..idlewait import IdleWait
+    from ..idlewait import HEARTBEAT_S, IdleWait
 
     server_id = ServerIds.of(ctx.config.server_ids).watch()
-    return IdleWait(None if server_id is None else HeadWatch(ctx.config.source, server_id, hold=True))
+    return IdleWait(None if server_id is None else HeadWatch(ctx.config.source, server_id, HEARTBEAT_S, hold=True))
 
 
 def _live_metrics(ctx: CommandContext) -> LiveMetrics | None:
