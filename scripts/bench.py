@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -325,10 +326,10 @@ class Bench:
         return pymysql.connect(unix_socket=str(self.project / ".source" / "mariadb.sock"), user="root",
                                password="", database="bench", autocommit=True)
 
-    def _measure(self, name: str, command: list[str], mark_s: float | None = None) -> Measurement:
+    def _measure(self, name: str, command: list[str], marks_s: Sequence[float] = ()) -> Measurement:
         print(f"==> {name}", flush=True)
         measured = bench_measure.run(command, cwd=self.project, env=self.env, log=self.build / f"{name}.log",
-                                     mark_s=mark_s)
+                                     marks_s=marks_s)
         if measured.returncode != 0:
             raise SystemExit(f"ERROR: bench step {name} failed (exit {measured.returncode}):\n{measured.tail()}")
         return measured
