@@ -1,11 +1,15 @@
-"""Which binlog events wake an idle follow: only what the source wrote past the waited-for head."""
+"""Which binlog events wake an idle follow: only what the source wrote past the waited-for head;
+and a dump reset while waited on fails as the driver's lost connection."""
 
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
+import pymysql
 import pytest
 
+from lakehouse_engine.cdc import headwatch
 from lakehouse_engine.cdc.headwatch import LOG_EVENT_ARTIFICIAL_F, EventHeader
 
 XID, QUERY, ROTATE, FORMAT, HEARTBEAT, HEARTBEAT_V2, GTID_LIST = 16, 2, 4, 15, 27, 41, 163
@@ -32,3 +36,20 @@ def test_a_header_reads_type_end_position_and_flags_after_the_ok_byte():
 ])
 def test_only_events_written_past_the_head_are_a_change(kind, end, flags, change):
     assert EventHeader.parse(packet(kind, end, flags)).is_change(4000) is change
+
+
+class _ResetSocket:
+    def settimeout(self, value: float | None) -> None:
+        pass
+
+
+class _ResetBuffer:
+    def peek(self, size: int) -> bytes:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+
+def test_a_connection_reset_while_waiting_is_the_drivers_lost_connection_error():
+    # A held dump that raises the driver's error is opened again quietly; an OSError would not be.
+    conn = SimpleNamespace(_sock=_ResetSocket(), _rfile=_ResetBuffer(), _read_timeout=50)
+    with pytest.raises(pymysql.err.OperationalError, match="Lost connection"):
+        headwatch._readable(conn, 0.1, None)  # type: ignore[arg-type]

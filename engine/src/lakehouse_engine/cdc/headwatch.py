@@ -210,6 +210,8 @@ def _readable(conn: pymysql.connections.Connection, timeout_s: float, signalled:
             return True
     except (BlockingIOError, ssl.SSLWantReadError):  # nothing buffered or on the socket yet
         pass
+    except OSError as exc:  # e.g. reset by the server: the driver's own error, as a read raises it
+        raise pymysql.err.OperationalError(2013, f"Lost connection to server during query ({exc})") from exc
     finally:
         sock.settimeout(wire._read_timeout)
     ready, _, _ = select.select([sock] if signalled is None else [sock, signalled], [], [], timeout_s)
