@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..config.project import ProjectConfig
-from . import connect, shipping
+from . import shipping
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,8 +41,7 @@ def can_rest(config: ProjectConfig) -> bool:
     """Whether this process may stop its Spark context while idle and start a new one later."""
     from .spark import under_spark_submit
 
-    master = config.spark.master
-    return shipping.is_local_master(master) and not connect.is_connect_url(master) and not under_spark_submit()
+    return shipping.is_local_master(config.spark.master) and not under_spark_submit()  # sc:// is not local
 
 
 class RestingSpark:
