@@ -252,10 +252,10 @@ def is_commit_conflict(exc: BaseException) -> bool:
     return False
 
 
-def checkpoints_back(spark: SparkSession, path: str) -> Iterator[Checkpoint]:
-    """The checkpoints of bronze's commits, newest first (commits without one, table creation
-    and maintenance, are passed over)."""
-    for commit in deltalog.commits_back(spark, path):
+def checkpoints_back(spark: SparkSession, path: str, newest: int | None = None) -> Iterator[Checkpoint]:
+    """The checkpoints of bronze's commits, newest first, from version ``newest`` (default: the
+    newest; commits without one, table creation and maintenance, are passed over)."""
+    for commit in deltalog.commits_back(spark, path, newest):
         if commit.operation == "WRITE" and commit.user_metadata is not None:
             yield Checkpoint.from_json(commit.user_metadata)
 

@@ -119,22 +119,26 @@ def applied_batch(spark: SparkSession, path: str) -> int:
     return int(marker(spark, path).get("bronze_batch", -1))
 
 
-def marker(spark: SparkSession, path: str) -> dict[str, Any]:
+def marker(spark: SparkSession, path: str, newest: int | None = None) -> dict[str, Any]:
     """The newest silver commit's marker: ``bronze_batch`` (the last bronze batch merged) and,
-    after a schema change, ``schema_batch`` (the last bronze schema change replayed)."""
-    for commit in deltalog.commits_back(spark, path):
+    after a schema change, ``schema_batch`` (the last bronze schema change replayed).
+    ``newest``: the table's newest version when the caller has it (else the log is listed)."""
+    for commit in deltalog.commits_back(spark, path, newest):
         if commit.user_metadata is not None:  # not on table creation or maintenance commits
             return dict(json.loads(commit.user_metadata))
     return {}
 
 
-def pending_schema_changes(spark: SparkSession, bronze_path: str, silver_path: str,
-                           upto: int) -> list[tuple[int, tuple[LakeChange, ...]]]:
-    """The bronze schema changes silver has yet to replay, oldest first: (batch, changes)."""
-    saved = marker(spark, silver_path)
+def pending_schema_changes(spark: SparkSession, bronze_path: str, silver_path: str, upto: int, *,
+                           saved: Mapping[str, Any] | None = None,
+                           bronze_newest: int | None = None) -> list[tuple[int, tuple[LakeChange, ...]]]:
+    """The bronze schema changes silver has yet to replay, oldest first: (batch, changes).
+    ``saved``: silver's :func:`marker` and ``bronze_newest`` bronze's newest version, when the
+    caller read them (each saves a listing of a Delta log)."""
+    saved = marker(spark, silver_path) if saved is None else saved
     replayed = max(int(saved.get("bronze_batch", -1)), int(saved.get("schema_batch", -1)))
     found = []
-    for commit in deltalog.commits_back(spark, bronze_path):
+    for commit in deltalog.commits_back(spark, bronze_path, bronze_newest):
         if commit.operation != "WRITE" or commit.user_metadata is None:
             continue
         checkpoint = Checkpoint.from_json(commit.user_metadata)
@@ -180,11 +184,15 @@ def apply(
     holds bronze batches this process just committed, as written: when it has every batch to
     apply, silver takes them from memory instead of reading bronze back. Raises
     ``ConcurrentRunError`` when another run committed to silver concurrently."""
-    saved = marker(spark, silver_path)
+    # Each log is listed once here: a listing reads the whole _delta_log folder (on a local or
+    # HDFS lake Hadoop stats every file in it, about 36 us each), and nothing below commits
+    # before the steps that read them are done.
+    newest, bronze_newest = deltalog.newest_version(spark, silver_path), deltalog.newest_version(spark, bronze_path)
+    saved = marker(spark, silver_path, newest)
     job = _Job(bronze_path, silver_path, key, upto_batch, int(saved.get("bronze_batch", -1)),
                table or silver_path.rstrip("/").rsplit("/", 1)[-1], transform, scd_type)
-    lineage = silverlineage.lineage(spark, bronze_path, upto_batch, job.done)
-    exists = deltalog.newest_version(spark, silver_path) >= 0  # a rebuild returns; nothing else creates it
+    lineage = silverlineage.lineage(spark, bronze_path, upto_batch, job.done, bronze_newest)
+    exists = newest >= 0  # a rebuild returns; nothing else creates it
     if exists:
         lineage.check(saved, job.name)
         if lineage.generation not in (None, int(saved.get("generation", 0))):
@@ -192,7 +200,8 @@ def apply(
     if job.done >= upto_batch:
         return 0
     if exists:
-        replay = pending_schema_changes(spark, bronze_path, silver_path, upto_batch)
+        replay = pending_schema_changes(spark, bronze_path, silver_path, upto_batch, saved=saved,
+                                        bronze_newest=bronze_newest)
         if replay and (scd_type != 1 or transform is not None):
             # A transform's or history's columns follow from bronze's only through their code:
             # silver is made anew from bronze, which already holds the changes.

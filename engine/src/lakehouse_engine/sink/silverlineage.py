@@ -72,10 +72,11 @@ class Lineage:
             f"`make rebuild TABLE={table}`, then ingest again", table=table)
 
 
-def lineage(spark: SparkSession, bronze_path: str, upto: int, done: int) -> Lineage:
-    """Bronze's checkpoints from its newest back to batch ``done``, read once."""
+def lineage(spark: SparkSession, bronze_path: str, upto: int, done: int, newest_version: int | None = None) -> Lineage:
+    """Bronze's checkpoints from its newest back to batch ``done``, read once (from
+    ``newest_version`` when the caller has bronze's newest version)."""
     newest, at_upto, done_run = -1, None, None
-    for checkpoint in bronze.checkpoints_back(spark, bronze_path):
+    for checkpoint in bronze.checkpoints_back(spark, bronze_path, newest_version):
         newest = max(newest, checkpoint.batch)
         if checkpoint.batch == upto:
             at_upto = checkpoint
