@@ -86,12 +86,15 @@ def test_a_merge_into_silver_marks_changed_rows_with_deletion_vectors_instead_of
 
 def test_a_merge_into_silver_lists_each_delta_log_no_more_than_it_must(spark, tmp_path, monkeypatch):
     # A listing reads the whole _delta_log folder (Hadoop stats every file of a local or HDFS log:
-    # about 1.8 s at 50,000 files), and a follow merges every cycle. Silver's log is listed for
-    # its state and for the deletion vector property, bronze's once; it was 4 and 2.
+    # about 1.8 s at 50,000 files), and a follow merges every cycle. Silver's and bronze's logs
+    # are listed once each (the deletion vector property was seen by this process's first
+    # merge); it was 4 and 2.
     bronze_path, silver_path = str(tmp_path / "bronze"), str(tmp_path / "silver")
     _snapshot_batch(spark, bronze_path, 1)
     _apply(spark, tmp_path, 1)
     _binlog_batch(spark, bronze_path, 2)
+    _apply(spark, tmp_path, 2)  # a follow's earlier cycle
+    _binlog_batch(spark, bronze_path, 3)
     listed: list[str] = []
     real = deltalog.snapshot
 
@@ -100,9 +103,28 @@ def test_a_merge_into_silver_lists_each_delta_log_no_more_than_it_must(spark, tm
         return real(session, path)
 
     monkeypatch.setattr(deltalog, "snapshot", counted)
-    assert _apply(spark, tmp_path, 2) == 1
+    assert _apply(spark, tmp_path, 3) == 1
 
-    assert listed.count(silver_path) == 2 and listed.count(bronze_path) == 1
+    assert listed.count(silver_path) == 1 and listed.count(bronze_path) == 1
+    assert sorted(_silver(spark, tmp_path)) == sorted(_expected(spark, tmp_path))
+
+
+def test_silver_whose_deletion_vectors_were_turned_off_after_this_process_saw_them_is_still_merged_right(
+        spark, tmp_path):
+    bronze_path, silver_path = str(tmp_path / "bronze"), str(tmp_path / "silver")
+    for batch in (1, 2):
+        _snapshot_batch(spark, bronze_path, batch)
+    _apply(spark, tmp_path, 2)
+    _binlog_batch(spark, bronze_path, 3)
+    _apply(spark, tmp_path, 3)  # a merge: this process has seen the property set
+    spark.sql(f"ALTER TABLE delta.`{silver_path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+
+    _append(spark, bronze_path, 4, [(105, "new", "u"), (205, None, "d")])
+    assert _apply(spark, tmp_path, 4) == 1
+
+    assert _properties(spark, silver_path)["delta.enableDeletionVectors"] == "false"
+    operation, metrics = _last_commit(spark, silver_path)
+    assert operation == "MERGE" and int(metrics["numTargetFilesRemoved"]) >= 1  # files rewritten
     assert sorted(_silver(spark, tmp_path)) == sorted(_expected(spark, tmp_path))
 
 

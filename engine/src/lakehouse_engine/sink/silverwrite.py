@@ -32,6 +32,7 @@ from .silverbatch import BatchFacts
 from .silverlineage import Commit
 
 log = logging.getLogger(__name__)
+_with_deletion_vectors: set[str] = set()  # silver tables this process saw with the property set
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Delta's idempotent DML: a MERGE whose version is not above the app id's last one is skipped.
@@ -57,15 +58,22 @@ def merge_condition(key: Sequence[str], bounds: Sequence[tuple[str, Any, Any]],
 
 def enable_deletion_vectors(spark: SparkSession, path: str, table: str) -> None:
     """Turn deletion vectors on for a silver table that has the property unset (one metadata
-    commit, once); a table where someone set it, to anything, is left as it is."""
-    if deltalog.table_property(spark, path, DELETION_VECTORS) is not None:
+    commit, once); a table where someone set it, to anything, is left as it is.
+
+    Looked at once per process and table: reading the property lists the table's Delta log,
+    which a follow would do every cycle. Someone turning them off meanwhile is still seen where
+    it matters: :mod:`dvmerge` reads the property from the table's state and leaves such a
+    merge to Delta's MERGE, which then rewrites files instead."""
+    if path in _with_deletion_vectors:
         return
-    try:
-        spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
-    except spark_errors() as exc:
-        if not bronze.is_commit_conflict(exc):
-            raise
-        raise concurrent_silver_write(table) from None
+    if deltalog.table_property(spark, path, DELETION_VECTORS) is None:
+        try:
+            spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
+        except spark_errors() as exc:
+            if not bronze.is_commit_conflict(exc):
+                raise
+            raise concurrent_silver_write(table) from None
+    _with_deletion_vectors.add(path)
 
 
 def _writer(rows: DataFrame, commit: Commit) -> DataFrameWriter:
