@@ -57,6 +57,8 @@ CX_DELTA = "connectorx -> delta-rs (2 partitions)"
 C_CLIENT = "mariadb --quick (C client) -> /dev/null"
 DEBEZIUM = "Debezium 3.5 embedded (MariaDB connector)"
 SERVER_ID = 6999  # the raw decoder's; the project's readers use 5400-5499
+# About seven hours of a follow committing a table every second (four log files a commit).
+LISTING_EXTRA_FILES = 100_000
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ class Bench:
             self.extra["follow"] = "skipped (--skip-follow)"
         else:
             self._follow()
+        self._log_listing()
         self._report()
         return 0
 
@@ -315,6 +318,22 @@ class Bench:
             "writes": len(writer.commits), "rate_per_s": self.args.follow_rate, "exit": follower.returncode}
         self.extra["follow_freshness_steady"] = _percentiles(freshness(lake, bench_source.TABLE, steady)) | {
             "after_s": round(seconds / 3, 1)}
+
+    def _log_listing(self) -> None:
+        """One listing of silver's Delta log grown by 100,000 files (hours of a busy follow's
+        commits), through the engine's log store and through Delta's own."""
+        print(f"==> a Delta log listing with {LISTING_EXTRA_FILES:,} more files", flush=True)
+        done = subprocess.run([self.python, str(TEMPLATE / "scripts" / "bench_log_listing.py"), str(self.project),
+                               bench_source.TABLE, str(LISTING_EXTRA_FILES)], cwd=self.project, env=self.env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            self.extra["delta_log_listing"] = f"not measured: {(done.stdout + done.stderr)[-400:]}"
+            return
+        listing = json.loads(done.stdout.splitlines()[-1])
+        self.extra["delta_log_listing"] = listing | {
+            "delta_over_engine": round(listing["delta_ms"] / max(listing["engine_ms"], 0.1), 1)}
+        print(f"    {listing['files_in_log']:,} files: the engine's store {listing['engine_ms']} ms, "
+              f"Delta's {listing['delta_ms']} ms", flush=True)
 
     # -- helpers ------------------------------------------------------------------------
 

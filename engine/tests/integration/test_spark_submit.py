@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse_engine.sink import logstore
 from lakehouse_engine.sink.spark import cached_jars, delta_artifact
 
 from .helpers import assert_silver_equals_source
@@ -47,8 +48,9 @@ def test_the_printed_spark_submit_line_ingests_with_the_delta_jars_it_names(spar
     assert jars, "the session's Spark start caches the Delta jar list"
     line = _submit_line(config, "ingest", "--select", "customers", "--profiles-dir",
                         str(config.target_dir / "profiles"))
-    at = line.index("--packages")  # the same jars from the local cache: no resolution in a test
-    line[at:at + 2] = ["--jars", ",".join(jars)]
+    del line[line.index("--packages"):line.index("--packages") + 2]  # the same jars from the local
+    at = line.index("--jars") + 1  # cache, beside the engine's own: no resolution in a test
+    line[at] = ",".join([line[at], *jars])
     done = _run(line)
     assert done.returncode == 0, done.stderr[-3000:]
     assert run_results(config)["results"][0]["snapshot_rows"] == 400
@@ -68,3 +70,18 @@ def test_a_spark_submit_line_without_the_delta_jars_is_one_line_naming_them(conf
                       f"{delta_artifact()} (or --jars with those jars) to the spark-submit line; lakehouse "
                       "submit-line prints it"]
     assert run_results(config)["status"] == "error"
+
+
+def test_a_spark_submit_line_without_the_engines_log_store_jar_is_one_line_naming_it(spark, config):
+    line = _submit_line(config, "ingest", "--select", "customers", "--profiles-dir",
+                        str(config.target_dir / "profiles"))
+    del line[line.index("--packages"):line.index("--packages") + 2]
+    at = line.index("--jars") + 1
+    assert line[at] == str(logstore.JAR)  # a local master's line names it
+    line[at] = ",".join(cached_jars() or [])  # the Delta jars only
+    done = _run(line)
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
+    assert errors == [f"ERROR [configuration]: spark-submit started Spark without the engine's log store jar: add "
+                      f"{logstore.JAR} to --jars (or leave out --conf spark.delta.logStore.file.impl); lakehouse "
+                      "submit-line prints it"]

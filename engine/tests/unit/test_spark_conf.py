@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from lakehouse_engine.sink.spark import LONG_RUNNING_JVM_OPTIONS, _merged_conf, local_jvm_options
+import fixture_project
 
+from lakehouse_engine.config.project import load_project
+from lakehouse_engine.sink import logstore
+from lakehouse_engine.sink.spark import (
+    LONG_RUNNING_JVM_OPTIONS,
+    _merged_conf,
+    _save_manifest,
+    jar_manifest,
+    local_jvm_options,
+    submit_line,
+)
+
+PROJECT_ROOT = fixture_project.PROJECT_ROOT
 OURS = {"spark.jars.packages": "io.delta:delta-spark_4.1_2.13:4.4.0",
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=x",
         "spark.sql.shuffle.partitions": "4"}
@@ -51,3 +63,34 @@ def test_a_long_running_driver_checks_for_monitor_deflation_and_cleanup_safepoin
     assert options.index("-XX:AsyncDeflationInterval=10000") > unlocked
     assert options.index("-XX:GuaranteedSafepointInterval=10000") > unlocked
     assert "-XX:AsyncDeflationInterval=10000" not in local_jvm_options({}).split()
+
+
+def test_local_delta_logs_are_listed_through_the_engines_store_whose_jar_ships_with_the_engine():
+    wanted = logstore.settings({})
+    assert wanted == {"spark.jars": str(logstore.JAR), "spark.delta.logStore.file.impl": logstore.STORE_CLASS}
+    assert logstore.JAR.is_file()
+    merged = _merged_conf({"spark.jars": "file:///cache/delta-spark.jar"}, wanted)
+    assert merged["spark.jars"] == f"file:///cache/delta-spark.jar,{logstore.JAR}"  # beside Delta's, not instead
+
+
+def test_a_project_that_chose_a_log_store_keeps_it():
+    assert logstore.settings({"spark.delta.logStore.file.impl": "com.example.Store"}) == {}
+    assert logstore.settings({"spark.delta.logStore.class": "com.example.Store"}) == {}
+
+
+def test_spark_submit_of_a_local_master_lists_through_the_engines_store_and_a_clusters_does_not():
+    def line(master: str) -> list[str]:
+        config = load_project(PROJECT_ROOT, env={"MYSQL_PASSWORD": "x", "SPARK_MASTER": master})
+        return submit_line(config, ["ingest", "--all"])
+
+    local = line("local[2]")
+    assert str(logstore.JAR) in local[local.index("--jars") + 1].split(",")
+    assert f"spark.delta.logStore.file.impl={logstore.STORE_CLASS}" in local
+    cluster = line("spark://head:7077")
+    assert not any(logstore.STORE_CLASS in arg or str(logstore.JAR) in arg for arg in cluster)
+
+
+def test_the_engines_store_jar_is_not_saved_with_the_delta_jars(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    _save_manifest(f"file:///ivy/jars/io.delta_delta-spark.jar,file://{logstore.JAR}")
+    assert jar_manifest().read_text().splitlines() == ["file:///ivy/jars/io.delta_delta-spark.jar"]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
 from ..failures import note_interrupt
-from . import connect, portable, shipping
+from . import connect, logstore, portable, shipping
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
     from pyspark.sql import SparkSession
@@ -134,6 +134,8 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
         )
     jars = _jar_settings(config)
     ours = {**jars.conf, "spark.driver.extraJavaOptions": java_options}
+    if local:
+        ours = _merged_conf(ours, logstore.settings(config.spark.conf))
     for key, value in _merged_conf(ours, config.spark.conf).items():
         builder = builder.config(key, value)
     spark_log = config.target_dir / SPARK_LOG
@@ -179,8 +181,9 @@ def under_spark_submit() -> bool:
 
 
 def _check_submitted_jars(spark: SparkSession) -> None:
-    """Delta's classes must be on the driver's class path spark-submit built: without them the
-    session starts without Delta and the first Delta call fails as a JVM stack trace."""
+    """Delta's classes (and the engine's log store, where the line names it) must be on the
+    driver's class path spark-submit built: without them the session starts without them and
+    the first Delta call fails as a JVM stack trace."""
     from py4j.protocol import Py4JJavaError
 
     try:
@@ -189,6 +192,13 @@ def _check_submitted_jars(spark: SparkSession) -> None:
         raise ConfigError(
             f"spark-submit started Spark without the Delta jars: add --packages {delta_artifact()} "
             "(or --jars with those jars) to the spark-submit line; lakehouse submit-line prints it") from None
+    if spark.sparkContext.getConf().get(logstore.LOCAL_STORE_SETTING) == logstore.STORE_CLASS:
+        try:  # else Delta fails at the first table with a ClassNotFoundException
+            jvm_view(spark).org.apache.spark.util.Utils.classForName(logstore.STORE_CLASS, True, False)
+        except Py4JJavaError:
+            raise ConfigError(
+                f"spark-submit started Spark without the engine's log store jar: add {logstore.JAR} to --jars "
+                f"(or leave out --conf {logstore.LOCAL_STORE_SETTING}); lakehouse submit-line prints it") from None
 
 
 def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
@@ -196,6 +206,8 @@ def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
     theirs = config.spark.conf
     jars = [_jar_settings(config).conf["spark.jars"]] if config.spark.jars_dir else []
     packages = [] if config.spark.jars_dir else [delta_artifact()]
+    local_store = logstore.settings(theirs) if shipping.is_local_master(config.spark.master) else {}
+    jars += [local_store["spark.jars"]] if local_store else []
     jars += [theirs["spark.jars"]] if theirs.get("spark.jars") else []
     packages += [theirs["spark.jars.packages"]] if theirs.get("spark.jars.packages") else []
     line = ["spark-submit", "--master", config.spark.master]
@@ -208,6 +220,7 @@ def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
         pythons["spark.pyspark.python"] = sys.executable
     conf = {"spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
             "spark.sql.session.timeZone": "UTC", **pythons,
+            **{k: v for k, v in local_store.items() if k != "spark.jars"},
             **{k: v for k, v in theirs.items() if k not in ("spark.jars", "spark.jars.packages")}}
     for key, value in conf.items():
         line += ["--conf", f"{key}={value}"]
@@ -331,7 +344,7 @@ def cached_jars() -> list[str] | None:
 
 
 def _save_manifest(jars: str) -> None:
-    files = [j for j in jars.split(",") if j.startswith("file:")]
+    files = [j for j in jars.split(",") if j.startswith("file:") and not logstore.is_our_jar(j)]
     if not files:
         return
     manifest = jar_manifest()

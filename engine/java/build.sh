@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the engine's Java classes (Delta's log store for local tables) into the package's jar:
+#   engine/java/build.sh [PYTHON]
+# PYTHON (default: python3) is one with the engine's pinned pyspark and delta-spark installed: the
+# classes compile against their Hadoop and Delta jars (delta-storage from Maven Central).
+# The jar is committed: a user's machine needs a JRE only. The integration test
+# test_the_shipped_log_store_jar_is_built_from_its_source compiles the source again and compares.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+python="${1:-python3}"
+jar="$here/../src/lakehouse_engine/sink/jars/lakehouse-delta-logstore.jar"
+read -r pyspark_jars delta_version < <("$python" -c '
+import importlib.metadata as m, os, pyspark
+print(os.path.join(os.path.dirname(pyspark.__file__), "jars"), m.version("delta-spark"))')
+hadoop="$(ls "$pyspark_jars"/hadoop-client-api-*.jar | head -1)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+storage="$work/delta-storage-$delta_version.jar"
+curl -fsSL -o "$storage" "https://repo1.maven.org/maven2/io/delta/delta-storage/$delta_version/delta-storage-$delta_version.jar"
+mkdir "$work/classes"
+javac -Xlint:all -Werror --release 17 -cp "$storage:$hadoop" -d "$work/classes" $(find "$here/lakehouse" -name '*.java')
+mkdir -p "$(dirname "$jar")"
+# Entries in a fixed order with a fixed time, so the same classes give the same jar.
+(cd "$work/classes" && find . -name '*.class' | sort | sed 's|^\./||' > ../entries &&
+  jar --create --file "$jar" --no-manifest --date=2026-01-01T00:00:00Z @../entries)
+echo "built $jar"
