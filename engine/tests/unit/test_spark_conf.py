@@ -66,7 +66,7 @@ def test_a_long_running_driver_checks_for_monitor_deflation_and_cleanup_safepoin
 
 
 def test_local_delta_logs_are_listed_through_the_engines_store_whose_jar_ships_with_the_engine():
-    wanted = logstore.settings({})
+    wanted = logstore.settings({}, local_master=True, lake_root="/data/lake")
     assert wanted == {"spark.jars": str(logstore.JAR), "spark.delta.logStore.file.impl": logstore.STORE_CLASS}
     assert logstore.JAR.is_file()
     merged = _merged_conf({"spark.jars": "file:///cache/delta-spark.jar"}, wanted)
@@ -74,8 +74,28 @@ def test_local_delta_logs_are_listed_through_the_engines_store_whose_jar_ships_w
 
 
 def test_a_project_that_chose_a_log_store_keeps_it():
-    assert logstore.settings({"spark.delta.logStore.file.impl": "com.example.Store"}) == {}
-    assert logstore.settings({"spark.delta.logStore.class": "com.example.Store"}) == {}
+    for chosen in ({"spark.delta.logStore.file.impl": "com.example.Store"},
+                   {"spark.delta.logStore.class": "com.example.Store"}):
+        assert logstore.settings(chosen, local_master=True, lake_root="/data/lake") == {}
+
+
+def test_a_cluster_driver_keeps_deltas_local_store_it_may_not_have_the_engines_jar():
+    assert logstore.settings({}, local_master=False, lake_root="/mnt/shared/lake") == {}
+
+
+def test_an_s3a_lakes_logs_are_listed_from_the_listings_first_key_on_any_master():
+    for local in (True, False):
+        wanted = logstore.settings({}, local_master=local, lake_root="s3a://bucket/lake")
+        assert wanted["spark.hadoop.delta.enableFastS3AListFrom"] == "true"
+    assert "spark.hadoop.delta.enableFastS3AListFrom" not in logstore.settings(
+        {}, local_master=True, lake_root="gs://bucket/lake")
+
+
+def test_an_s3a_lake_on_the_version_1_list_api_or_with_its_own_choice_keeps_deltas_s3_listing():
+    for theirs in ({"spark.hadoop.fs.s3a.list.version": "1"},
+                   {"spark.hadoop.delta.enableFastS3AListFrom": "false"}):
+        wanted = logstore.settings(theirs, local_master=False, lake_root="s3a://bucket/lake")
+        assert "spark.hadoop.delta.enableFastS3AListFrom" not in wanted
 
 
 def test_spark_submit_of_a_local_master_lists_through_the_engines_store_and_a_clusters_does_not():

@@ -134,8 +134,7 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
         )
     jars = _jar_settings(config)
     ours = {**jars.conf, "spark.driver.extraJavaOptions": java_options}
-    if local:
-        ours = _merged_conf(ours, logstore.settings(config.spark.conf))
+    ours = _merged_conf(ours, logstore.settings(config.spark.conf, local_master=local, lake_root=config.lake_root))
     for key, value in _merged_conf(ours, config.spark.conf).items():
         builder = builder.config(key, value)
     spark_log = config.target_dir / SPARK_LOG
@@ -206,8 +205,9 @@ def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
     theirs = config.spark.conf
     jars = [_jar_settings(config).conf["spark.jars"]] if config.spark.jars_dir else []
     packages = [] if config.spark.jars_dir else [delta_artifact()]
-    local_store = logstore.settings(theirs) if shipping.is_local_master(config.spark.master) else {}
-    jars += [local_store["spark.jars"]] if local_store else []
+    listing = logstore.settings(theirs, local_master=shipping.is_local_master(config.spark.master),
+                                lake_root=config.lake_root)
+    jars += [listing["spark.jars"]] if "spark.jars" in listing else []
     jars += [theirs["spark.jars"]] if theirs.get("spark.jars") else []
     packages += [theirs["spark.jars.packages"]] if theirs.get("spark.jars.packages") else []
     line = ["spark-submit", "--master", config.spark.master]
@@ -220,7 +220,7 @@ def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
         pythons["spark.pyspark.python"] = sys.executable
     conf = {"spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
             "spark.sql.session.timeZone": "UTC", **pythons,
-            **{k: v for k, v in local_store.items() if k != "spark.jars"},
+            **{k: v for k, v in listing.items() if k != "spark.jars"},
             **{k: v for k, v in theirs.items() if k not in ("spark.jars", "spark.jars.packages")}}
     for key, value in conf.items():
         line += ["--conf", f"{key}={value}"]
