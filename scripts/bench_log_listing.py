@@ -33,7 +33,7 @@ def main() -> int:
     stores = {"engine": jvm.lakehouse.delta.NamesFirstLocalLogStore(conf),
               "delta": jvm.io.delta.storage.HDFSLogStore(conf)}  # Delta's for file: when none is set
     checkpoint = json.loads((log / "_last_checkpoint").read_text())["version"]
-    start = jvm.org.apache.hadoop.fs.Path((log / f"{checkpoint:020d}").as_uri())  # Delta lists from there on
+    start = jvm.org.apache.hadoop.fs.Path(str(log / f"{checkpoint:020d}"))  # Delta lists from there on
     added = [log / f".bench-listing-{i:07d}.crc" for i in range(extra)]
     try:
         for path in added:

@@ -21,7 +21,7 @@ SOURCE = Path(__file__).parents[2] / "java" / "lakehouse" / "delta" / "NamesFirs
 
 def _listing(jvm, store, log: Path, start: str, conf) -> list[tuple[str, int, bool]]:
     """What ``store`` lists of the folder ``log`` from the name ``start`` on."""
-    statuses = store.listFrom(jvm.org.apache.hadoop.fs.Path((log / start).as_uri()), conf)
+    statuses = store.listFrom(jvm.org.apache.hadoop.fs.Path(str(log / start)), conf)  # as Delta builds it
     found = []
     while statuses.hasNext():
         status = statuses.next()
@@ -47,14 +47,16 @@ def test_delta_lists_a_local_tables_log_through_the_engines_names_first_store(sp
         "io.delta.storage.HDFSLogStore")
 
 
-def test_the_names_first_listing_is_deltas_own_listing_of_the_same_folder(spark, jvm, tmp_path):
-    table = tmp_path / "t"
+@pytest.mark.parametrize("folder", ["t", "a lake/d\u00e9j\u00e0 vu"])
+def test_the_names_first_listing_is_deltas_own_listing_of_the_same_folder(spark, jvm, tmp_path, folder):
+    table = tmp_path / folder
     for i in range(12):  # a checkpoint at version 10 (Delta's default interval), commits after it
         spark.range(i, i + 1).write.format("delta").mode("append").save(str(table))
     log = table / "_delta_log"
     (log / ".00000000000000000011.json.tmp").write_text("")  # a hidden leftover of an interrupted write
     (log / "00000000000000000005.json.0123.tmp").write_text("")  # a visible one among the commits
     (log / "_commits").mkdir()  # a folder in the log
+    (log / "00000000000000000011.json:copy").write_text("")  # a colon: a name, not a scheme
     assert any(p.name.startswith(".") and p.name.endswith(".crc") for p in log.iterdir())  # Hadoop's own checksums
     conf = spark._jsc.hadoopConfiguration()
     ours = jvm.lakehouse.delta.NamesFirstLocalLogStore(conf)

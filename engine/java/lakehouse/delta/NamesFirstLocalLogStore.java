@@ -48,11 +48,13 @@ public class NamesFirstLocalLogStore extends HDFSLogStore {
     String from = path.getName();
     // A checksumming file system (Hadoop's default for file:) hides its own .crc files from listings.
     boolean checksummed = fs instanceof ChecksumFileSystem;
+    // The decoded path: Paths.get(URI) refuses a URI with non-ASCII characters ("Bad escape").
+    java.nio.file.Path folder = Paths.get(parent.toUri().getPath());
     List<String> names = new ArrayList<>();
-    try (DirectoryStream<java.nio.file.Path> entries = Files.newDirectoryStream(Paths.get(parent.toUri()))) {
+    try (DirectoryStream<java.nio.file.Path> entries = Files.newDirectoryStream(folder)) {
       for (java.nio.file.Path entry : entries) {
         String name = entry.getFileName().toString();
-        if (name.compareTo(from) >= 0 && !(checksummed && ChecksumFileSystem.isChecksumFile(new Path(name)))) {
+        if (name.compareTo(from) >= 0 && !(checksummed && isChecksumFile(name))) {
           names.add(name);
         }
       }
@@ -63,11 +65,17 @@ public class NamesFirstLocalLogStore extends HDFSLogStore {
     List<FileStatus> statuses = new ArrayList<>(names.size());
     for (String name : names) {
       try {
-        statuses.add(fs.getFileStatus(new Path(parent, name)));
+        // As Hadoop's own listing builds it: a name with a colon is a name, not a scheme.
+        statuses.add(fs.getFileStatus(new Path(parent, new Path(null, null, name))));
       } catch (FileNotFoundException removed) {
         // Deleted since the folder was read (a log cleanup): not listed, as a listing a moment later.
       }
     }
     return statuses.iterator();
+  }
+
+  /** {@code ChecksumFileSystem.isChecksumFile} by name, without parsing the name as a path. */
+  private static boolean isChecksumFile(String name) {
+    return name.startsWith(".") && name.endsWith(".crc");
   }
 }
