@@ -57,18 +57,22 @@ def test_the_printed_spark_submit_line_ingests_with_the_delta_jars_it_names(spar
     assert_silver_equals_source(spark, config, "customers")
 
 
+def _failed_with(line: list[str]) -> list[str]:
+    """The error lines of a spark-submit line that must stop as a configuration error."""
+    done = _run(line)
+    assert done.returncode == 2, done.stderr[-3000:]
+    # spark-submit merges the Python driver's stderr into its stdout; its own JVM logs on stderr.
+    return [text for text in done.stdout.splitlines() if text.startswith("ERROR")]
+
+
 def test_a_spark_submit_line_without_the_delta_jars_is_one_line_naming_them(config):
     line = _submit_line(config, "ingest", "--select", "customers", "--profiles-dir",
                         str(config.target_dir / "profiles"))
     at = line.index("--packages")
     del line[at:at + 2]
-    done = _run(line)
-    assert done.returncode == 2, done.stderr[-3000:]
-    # spark-submit merges the Python driver's stderr into its stdout; its own JVM logs on stderr.
-    errors = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
-    assert errors == [f"ERROR [configuration]: spark-submit started Spark without the Delta jars: add --packages "
-                      f"{delta_artifact()} (or --jars with those jars) to the spark-submit line; lakehouse "
-                      "submit-line prints it"]
+    assert _failed_with(line) == [
+        f"ERROR [configuration]: spark-submit started Spark without the Delta jars: add --packages "
+        f"{delta_artifact()} (or --jars with those jars) to the spark-submit line; lakehouse submit-line prints it"]
     assert run_results(config)["status"] == "error"
 
 
@@ -79,9 +83,6 @@ def test_a_spark_submit_line_without_the_engines_log_store_jar_is_one_line_namin
     at = line.index("--jars") + 1
     assert line[at] == str(logstore.JAR)  # a local master's line names it
     line[at] = ",".join(cached_jars() or [])  # the Delta jars only
-    done = _run(line)
-    assert done.returncode == 2, done.stderr[-3000:]
-    errors = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
-    assert errors == [f"ERROR [configuration]: spark-submit started Spark without the engine's log store jar: add "
-                      f"{logstore.JAR} to --jars (or leave out --conf spark.delta.logStore.file.impl); lakehouse "
-                      "submit-line prints it"]
+    assert _failed_with(line) == [
+        f"ERROR [configuration]: spark-submit started Spark without the engine's log store jar: add {logstore.JAR} "
+        "to --jars (or leave out --conf spark.delta.logStore.file.impl); lakehouse submit-line prints it"]
