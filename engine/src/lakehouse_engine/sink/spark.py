@@ -183,21 +183,26 @@ def _check_submitted_jars(spark: SparkSession) -> None:
     """Delta's classes (and the engine's log store, where the line names it) must be on the
     driver's class path spark-submit built: without them the session starts without them and
     the first Delta call fails as a JVM stack trace."""
+    if not _loadable(spark, DELTA_CATALOG):
+        raise ConfigError(
+            f"spark-submit started Spark without the Delta jars: add --packages {delta_artifact()} "
+            "(or --jars with those jars) to the spark-submit line; lakehouse submit-line prints it")
+    named = spark.sparkContext.getConf().get(logstore.LOCAL_STORE_SETTING) == logstore.STORE_CLASS
+    if named and not _loadable(spark, logstore.STORE_CLASS):
+        raise ConfigError(
+            f"spark-submit started Spark without the engine's log store jar: add {logstore.JAR} to --jars "
+            f"(or leave out --conf {logstore.LOCAL_STORE_SETTING}); lakehouse submit-line prints it")
+
+
+def _loadable(spark: SparkSession, class_name: str) -> bool:
+    """Whether the driver's JVM finds ``class_name`` as Spark loads classes."""
     from py4j.protocol import Py4JJavaError
 
     try:
-        jvm_view(spark).org.apache.spark.util.Utils.classForName(DELTA_CATALOG, True, False)
+        jvm_view(spark).org.apache.spark.util.Utils.classForName(class_name, True, False)
     except Py4JJavaError:
-        raise ConfigError(
-            f"spark-submit started Spark without the Delta jars: add --packages {delta_artifact()} "
-            "(or --jars with those jars) to the spark-submit line; lakehouse submit-line prints it") from None
-    if spark.sparkContext.getConf().get(logstore.LOCAL_STORE_SETTING) == logstore.STORE_CLASS:
-        try:  # else Delta fails at the first table with a ClassNotFoundException
-            jvm_view(spark).org.apache.spark.util.Utils.classForName(logstore.STORE_CLASS, True, False)
-        except Py4JJavaError:
-            raise ConfigError(
-                f"spark-submit started Spark without the engine's log store jar: add {logstore.JAR} to --jars "
-                f"(or leave out --conf {logstore.LOCAL_STORE_SETTING}); lakehouse submit-line prints it") from None
+        return False
+    return True
 
 
 def submit_line(config: ProjectConfig, command: Sequence[str]) -> list[str]:
