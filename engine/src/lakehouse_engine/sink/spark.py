@@ -19,7 +19,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
 from ..failures import note_interrupt
-from . import connect, logstore, portable, shipping
+from . import classdata, connect, logstore, portable, shipping
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
     from pyspark.sql import SparkSession
@@ -89,10 +89,12 @@ def delta_artifact() -> str:
 
 
 def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
-              long_running: bool = False) -> SparkSession:
+              long_running: bool = False, save_class_data: bool = False) -> SparkSession:
     """Start (or return) the session. Local masters bind to loopback only. ``long_running``:
     the process runs for hours (follow), so the JVM keeps its optimising compiler. An ``sc://``
-    master is a Spark Connect server (:mod:`.connect`), which portable mode writes through."""
+    master is a Spark Connect server (:mod:`.connect`), which portable mode writes through.
+    A local driver maps the JVM's class-data archive (:mod:`.classdata`) where one is saved;
+    ``save_class_data``: where none is, the JVM writes one as it exits (:func:`finish_class_data`)."""
     portable.force(config.spark.portable)
     if connect.is_connect_url(config.spark.master):
         return connect.connect_session(config.spark.master, app_name, {**SESSION_SETTINGS, **config.spark.conf})
@@ -135,12 +137,13 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     jars = _jar_settings(config)
     ours = {**jars.conf, "spark.driver.extraJavaOptions": java_options}
     ours = _merged_conf(ours, logstore.settings(config.spark.conf, local_master=local, lake_root=config.lake_root))
-    for key, value in _merged_conf(ours, config.spark.conf).items():
-        builder = builder.config(key, value)
+    conf = _merged_conf(ours, config.spark.conf)
+    local_driver = master.startswith("local") and not submitted
+    class_data = classdata.plan(conf, config.spark.conf, save=save_class_data) if local_driver else classdata.NONE
     spark_log = config.target_dir / SPARK_LOG
     try:
-        with _jvm_output_to(spark_log):
-            spark = builder.getOrCreate()
+        spark = _launch(builder, conf, spark_log, class_data,
+                        lambda: classdata.plan(conf, config.spark.conf, save=save_class_data, use=False))
     except PySparkRuntimeError as exc:
         raise ConfigError(
             f"Spark did not start ({exc.getErrorClass() or exc}); Delta jars were taken from "
@@ -157,8 +160,58 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     if not local:
         shipping.ship_engine(spark)
     if jars.cacheable:
-        _save_manifest(spark.sparkContext.getConf().get("spark.jars", ""))
+        _save_manifest(session_jars(spark))
     return spark
+
+
+# What this process's local driver does with the JVM's class-data archive (one session a process).
+_class_data = classdata.NONE
+
+
+def _launch(builder: SparkSession.Builder, conf: Mapping[str, str], spark_log: Path,
+            class_data: classdata.ClassData, without_archive: Callable[[], classdata.ClassData]) -> SparkSession:
+    """Start the session with ``conf`` and ``class_data``'s option. A JVM that does not start
+    with its archive has the archive removed and is started once more as ``without_archive``
+    plans (which may save a new one)."""
+    global _class_data
+    _class_data = class_data
+    options = " ".join(o for o in (conf.get("spark.driver.extraJavaOptions", ""), class_data.option) if o)
+    for key, value in {**conf, "spark.driver.extraJavaOptions": options}.items():
+        builder = builder.config(key, value)
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        with _jvm_output_to(spark_log):
+            return builder.getOrCreate()
+    except PySparkRuntimeError:
+        if class_data.used is None:
+            raise
+        log.warning("Spark did not start with the JVM's class-data archive %s (see %s): removed it, starting "
+                    "without it; `lakehouse spark-check` saves a new one", class_data.used, spark_log)
+        classdata.discard(class_data.used)
+        return _launch(builder, conf, spark_log, without_archive(), lambda: classdata.NONE)
+
+
+def saving_class_data() -> bool:
+    """Whether this process's driver writes a class-data archive as its JVM exits."""
+    return _class_data.saving is not None
+
+
+def finish_class_data(spark: SparkSession, config: ProjectConfig) -> tuple[str, Path] | None:
+    """After a session started with ``save_class_data``: stop it and let its JVM exit, which
+    writes the class-data archive, then put it in place. ``("saved", path)``, ``("in use",
+    path)`` when the JVM maps one already, None when there is none (not a local driver, a JVM
+    that wrote none)."""
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    if _class_data.used is not None:
+        mapped = classdata.mapped_by(process.pid, _class_data.used) if process is not None else None
+        return ("in use", _class_data.used) if mapped is not False else None
+    if _class_data.saving is None or process is None:
+        return None
+    jars = session_jars(spark)
+    spark.stop()
+    saved = classdata.finish(process, jars, config.spark.conf, _class_data.saving)
+    return ("saved", saved) if saved is not None else None
 
 
 # The user's own PYSPARK_PYTHON, before a session of this process set one for its executors.
@@ -346,6 +399,15 @@ def cached_jars() -> list[str] | None:
     except OSError:
         return None
     return jars if jars and all(Path(j.removeprefix("file://")).exists() for j in jars) else None
+
+
+def session_jars(spark: SparkSession) -> str:
+    """The jars the session's driver loaded, comma-separated. Ivy's resolved packages are not
+    always in ``spark.jars``: with jars of its own there too (the engine's log store) spark-submit
+    leaves them out of it and lists them in ``spark.repl.local.jars``, with the others."""
+    conf = spark.sparkContext.getConf()
+    listed = [j for key in ("spark.jars", "spark.repl.local.jars") for j in (conf.get(key) or "").split(",") if j]
+    return ",".join(dict.fromkeys(listed))
 
 
 def _save_manifest(jars: str) -> None:
