@@ -138,4 +138,4 @@ def test_saving_keeps_the_newest_archives_and_removes_what_killed_runs_left(monk
     assert planned.saving is not None
     final = classdata.finish(jvm_writing(planned.saving, 0), DELTA_JARS, {}, planned.saving)
     remaining = set(classdata.archive_dir().iterdir())
-    assert remaining == {final, old[2], writing}
+    assert remaining == {final, old[2], old[1], writing}

@@ -48,8 +48,17 @@ def test_short_runs_use_c1_only_and_a_long_running_follow_keeps_the_optimising_c
     assert "-XX:TieredStopAtLevel=1" in local_jvm_options({}).split()
     long_running = local_jvm_options({}, long_running=True).split()
     assert "-XX:TieredStopAtLevel=1" not in long_running and "-XX:+UseSerialGC" in long_running
-    assert local_jvm_options({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}, long_running=True) == \
+    assert local_jvm_options({"spark.driver.extraJavaOptions": "-XX:+UseG1GC -Xms1g"}, long_running=True) == \
         LONG_RUNNING_JVM_OPTIONS
+
+
+def test_a_local_driver_starts_with_a_small_heap_unless_the_project_sets_its_own():
+    """The JVM's default initial heap (1/64 of the machine's memory) was touched whole by a short
+    ingest; the heap still grows to spark.driver.memory as the run needs."""
+    assert "-Xms64m" in local_jvm_options({}).split()
+    assert "-Xms64m" in local_jvm_options({}, long_running=True).split()
+    assert "-Xms64m" not in local_jvm_options({"spark.driver.extraJavaOptions": "-Xms512m"}).split()
+    assert "-Xms64m" not in local_jvm_options({"spark.driver.extraJavaOptions": "-XX:InitialHeapSize=1g"}).split()
 
 
 def test_a_long_running_driver_does_not_wake_every_50_ms_to_sample_performance_data():

@@ -34,7 +34,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SUFFIX = ".jsa"
-KEPT_ARCHIVES = 2  # the newest archives kept (about 140 MB each); older ones are removed on saving
+KEPT_ARCHIVES = 3  # the newest archives kept (about 190 MB each); older ones are removed on saving
 SAVE_TIMEOUT_S = 180.0  # the JVM writes the archive as it exits: some 9 s on a 2-core machine
 # The project's settings that shape the driver's JVM or its class path (its heap size decides
 # whether the JVM compresses pointers, which an archive depends on).
