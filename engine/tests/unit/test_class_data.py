@@ -125,6 +125,16 @@ def test_what_a_jvm_that_failed_wrote_is_thrown_away(monkeypatch: pytest.MonkeyP
     assert list(classdata.archive_dir().iterdir()) == []
 
 
+def test_a_jvm_that_exits_cleanly_without_writing_one_leaves_no_archive_and_no_error(monkeypatch: pytest.MonkeyPatch):
+    """A JDK without a base archive writes none (-XX:ArchiveClassesAtExit needs one)."""
+    monkeypatch.setattr(classdata, "java_home", lambda: Path("/jdk"))
+    planned = classdata.plan({"spark.jars": DELTA_JARS}, {}, save=True)
+    assert planned.saving is not None
+    silent = subprocess.Popen(["sh", "-c", "cat > /dev/null"], stdin=subprocess.PIPE)
+    assert classdata.finish(silent, DELTA_JARS, {}, planned.saving) is None
+    assert list(classdata.archive_dir().iterdir()) == []
+
+
 def test_saving_keeps_the_newest_archives_and_removes_what_killed_runs_left(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(classdata, "java_home", lambda: Path("/jdk"))
     old = [saved(f"old{i}") for i in range(3)]

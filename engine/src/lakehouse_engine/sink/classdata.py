@@ -160,7 +160,7 @@ def finish(gateway_process: subprocess.Popen[bytes], jars: str, project_conf: Ma
         gateway_process.wait()
         code = -1
     try:
-        size = saving.stat().st_size if code == 0 else 0
+        size = saving.stat().st_size if code == 0 and saving.exists() else 0
         if size == 0:
             log.warning("the JVM wrote no class-data archive (exit %s; see spark.log): Spark starts without one",
                         code)
