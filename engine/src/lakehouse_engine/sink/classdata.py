@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from .shipping import cache_folder
+
 log = logging.getLogger(__name__)
 
 SUFFIX = ".jsa"
@@ -57,8 +59,7 @@ NONE = ClassData("")
 
 
 def archive_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "lakehouse-ingest" / "classdata"
+    return cache_folder() / "classdata"
 
 
 def java_home() -> Path | None:

@@ -65,7 +65,7 @@ def engine_archive(cache: Path | None = None) -> Path:
         stat = path.stat()
         digest.update(f"{path.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     name = f"lakehouse_engine-{__version__}-{digest.hexdigest()[:12]}.zip"
-    folders = [cache] if cache else [_cache_folder(), Path(tempfile.gettempdir()) / "lakehouse-ingest"]
+    folders = [cache] if cache else [cache_folder(), Path(tempfile.gettempdir()) / "lakehouse-ingest"]
     for folder in folders:
         archive = folder / name
         if archive.exists():
@@ -85,7 +85,9 @@ def engine_archive(cache: Path | None = None) -> Path:
                       "set XDG_CACHE_HOME to a writable folder")
 
 
-def _cache_folder() -> Path:
+def cache_folder() -> Path:
+    """The engine's folder in the user's cache (``XDG_CACHE_HOME`` or ``~/.cache``): the jar list,
+    the JVM's class-data archives, the engine's archive for executors."""
     home = os.environ.get("XDG_CACHE_HOME")
     try:
         return (Path(home) if home else Path.home() / ".cache") / "lakehouse-ingest"

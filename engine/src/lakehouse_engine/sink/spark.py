@@ -394,8 +394,7 @@ def _calm_py4j_finalizer() -> None:
 
 def jar_manifest() -> Path:
     """The file listing the Delta jars resolved once, so later starts need no Maven Central."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "lakehouse-ingest" / f"{delta_artifact().replace(':', '_')}.jars"
+    return shipping.cache_folder() / f"{delta_artifact().replace(':', '_')}.jars"
 
 
 def cached_jars() -> list[str] | None:
