@@ -4,7 +4,7 @@ A Spark driver with Delta loads and verifies some 20,000 classes from jar files 
 starts, on a 2-core machine about 3 s of a command's fixed cost. A JVM (13 and later) can save the
 classes a run loaded in an archive (``-XX:ArchiveClassesAtExit``) that later JVMs map instead
 (``-XX:SharedArchiveFile``). Measured on make bench's project (2-core VM): ``lakehouse
-spark-check`` 6.7 s against 3.7 s, a 2M-row snapshot 14.7 s against 11.8 s.
+spark-check`` 6.7 s against 3.7 s, a 2M-row snapshot 14.6 s against 11.3 s.
 
 ``lakehouse spark-check`` (``make setup``) saves the archive once, after a small Delta round trip
 so that the classes of a write and a MERGE are in it; every later session of a local master uses
