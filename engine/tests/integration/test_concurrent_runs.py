@@ -196,3 +196,31 @@ def test_two_checkouts_ingesting_one_table_at_once_lose_nothing(spark, config, m
     Pipeline(checkouts[0], spark, "after").ingest(_orders())
     assert_silver_equals_source(spark, checkouts[0], "orders")
     assert bronze_duplicate_changes(spark, checkouts[0], "orders") == 0
+
+
+def test_a_table_another_run_has_begun_to_create_is_waited_for_not_failed(spark, tmp_path):
+    """The race seen in CI: the other run's log folder exists, its first commit not yet, so
+    Delta takes the folder for a table and then finds none (DELTA_TABLE_NOT_FOUND)."""
+    from delta.tables import DeltaTable
+
+    from lakehouse_engine.snapshot import reader
+
+    path = str(tmp_path / "bronze" / "orders")
+    schema = T.StructType([T.StructField("id", T.LongType())])
+    (tmp_path / "bronze" / "orders" / "_delta_log").mkdir(parents=True)
+
+    aside = tmp_path / "aside"
+    DeltaTable.createIfNotExists(spark).location(str(aside)).addColumns(schema).execute()
+
+    def other_run_finishes_creating() -> None:
+        time.sleep(1.5)
+        first = aside / "_delta_log" / "00000000000000000000.json"
+        (tmp_path / "bronze" / "orders" / "_delta_log" / first.name).write_bytes(first.read_bytes())
+
+    other = threading.Thread(target=other_run_finishes_creating)
+    other.start()
+    try:
+        reader._create_table(spark, path, schema)
+    finally:
+        other.join()
+    assert spark.read.format("delta").load(path).schema.names == ["id"]

@@ -62,7 +62,9 @@ from .window import Window
 
 log = logging.getLogger(__name__)
 
-CREATED_ELSEWHERE = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
+# What Delta says when another run is creating the same table: its files are there but no log yet
+# (non-empty location), or its log folder is there but no first commit yet (not found).
+CREATED_ELSEWHERE = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND")
 
 
 _TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")
@@ -360,10 +362,10 @@ def _create_table(spark: SparkSession, path: str, schema: T.StructType,
         builder.execute()
     except spark_errors() as exc:
         # Another run is creating it at the same moment: a commit conflict, or (caught while its
-        # first log file is being written) a folder that holds files but is no table yet. Once
-        # its creation is done it is the same empty table, so go on: the commit tells whether
-        # that run also took this batch.
-        racing = bronze.is_commit_conflict(exc) or CREATED_ELSEWHERE in str(exc)
+        # first log file is being written) a folder that holds files or a log folder but is no
+        # table yet. Once its creation is done it is the same empty table, so go on: the commit
+        # tells whether that run also took this batch.
+        racing = bronze.is_commit_conflict(exc) or any(mark in str(exc) for mark in CREATED_ELSEWHERE)
         if not racing:
             raise
         if not _appears(spark, path):
@@ -375,9 +377,11 @@ def _create_table(spark: SparkSession, path: str, schema: T.StructType,
 
 
 def _appears(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
-    """Whether the table at ``path`` exists, waiting up to ``wait_s`` for a creation under way."""
+    """Whether the table at ``path`` exists, waiting up to ``wait_s`` for a creation under way.
+    Reads the log afresh each time: ``DeltaTable.isDeltaTable`` answers from the JVM's cached
+    view of the log, which stays "no table" once it saw the other run's empty log folder."""
     deadline = time.monotonic() + wait_s
-    while not bronze.exists(spark, path):
+    while deltalog.newest_version(spark, path) < 0:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)
