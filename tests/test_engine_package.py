@@ -50,6 +50,7 @@ def test_the_wheel_carries_the_declared_version_the_code_and_the_command(wheel):
         metadata = archive.read(f"{dist}/METADATA").decode()
     assert {"lakehouse_engine/run/pipeline.py", "lakehouse_engine/sink/log4j2.properties",
             "lakehouse_engine/sink/jars/lakehouse-delta-logstore.jar",
+            "lakehouse_engine/sink/jars/lakehouse-hadoop-local.jar",
             "lakehouse_engine/py.typed", "lakehouse_engine/tables.py"} <= names
     assert not any(name.startswith(("tests/", "lakehouse_engine/tests")) for name in names)
     assert "lakehouse = lakehouse_engine.run.cli:entry" in entry_points

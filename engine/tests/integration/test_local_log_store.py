@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from lakehouse_engine.sink import logstore
+from lakehouse_engine.sink import localfs, logstore
 from lakehouse_engine.sink.spark import jvm_view
 
 pytestmark = pytest.mark.integration
 
-SOURCE = Path(__file__).parents[2] / "java" / "lakehouse" / "delta" / "NamesFirstLocalLogStore.java"
+JAVA = Path(__file__).parents[2] / "java"
+SOURCE = JAVA / "lakehouse" / "delta" / "NamesFirstLocalLogStore.java"
 
 
 def _listing(jvm, store, log: Path, start: str, conf) -> list[tuple[str, int, bool]]:
@@ -78,16 +79,20 @@ def test_listing_a_missing_log_folder_fails_as_deltas_store_does(spark, jvm, tmp
 
 
 @pytest.mark.skipif(shutil.which("javac") is None, reason="javac (a JDK) is not installed: no rebuild to compare")
-def test_the_shipped_log_store_jar_is_built_from_its_source(spark, jvm, tmp_path):
+def test_the_shipped_jars_are_built_from_their_source(spark, jvm, tmp_path):
     import pyspark
 
     # The delta-storage jar this session loaded Delta's log stores from.
     loaded_from = jvm.io.delta.storage.LogStore._java_lang_class.getProtectionDomain().getCodeSource()
     storage = loaded_from.getLocation().getPath()
     (hadoop,) = (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar")
-    subprocess.run(["javac", "--release", "17", "-cp", f"{storage}:{hadoop}", "-d", str(tmp_path), str(SOURCE)],
+    sources = sorted(str(p) for p in JAVA.rglob("*.java"))
+    subprocess.run(["javac", "--release", "17", "-cp", f"{storage}:{hadoop}", "-d", str(tmp_path), *sources],
                    check=True, capture_output=True)
-    built = (tmp_path / "lakehouse" / "delta" / "NamesFirstLocalLogStore.class").read_bytes()
-    with zipfile.ZipFile(logstore.JAR) as jar:
-        shipped = jar.read("lakehouse/delta/NamesFirstLocalLogStore.class")
-    assert built == shipped, "the jar is older than its source: rebuild it with engine/java/build.sh"
+    built = {str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*.class")}
+    shipped = {}
+    for shipped_jar in (logstore.JAR, localfs.JAR):
+        with zipfile.ZipFile(shipped_jar) as jar:
+            shipped |= {name: jar.read(name) for name in jar.namelist()}
+    assert "lakehouse/hadoop/NoForkRawLocalFileSystem.class" in built
+    assert built == shipped, "a jar is older than its source: rebuild them with engine/java/build.sh"

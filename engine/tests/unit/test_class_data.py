@@ -59,6 +59,17 @@ def test_a_session_maps_the_saved_archive_of_its_jars(monkeypatch: pytest.Monkey
     assert classdata.plan({"spark.jars": DELTA_JARS}, {}, save=True).used == archive  # none saved twice
 
 
+def test_the_jars_on_the_drivers_class_path_belong_to_its_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(classdata, "java_home", lambda: Path("/jdk"))
+    jar = tmp_path / "lakehouse-hadoop-local.jar"
+    jar.write_bytes(b"classes")
+    archive = saved(key(classdata.with_class_path(DELTA_JARS, str(jar))))
+    conf = {"spark.jars": DELTA_JARS, "spark.driver.extraClassPath": str(jar)}
+    assert classdata.plan(conf, {}, save=False).used == archive
+    jar.write_bytes(b"rebuilt classes")  # the JVM would refuse the archive: it is not looked for
+    assert classdata.plan(conf, {}, save=False).used is None
+
+
 def test_an_archive_shorter_than_its_name_says_is_never_mapped(monkeypatch: pytest.MonkeyPatch):
     """A JVM dies of SIGBUS on a truncated archive: the size in its name is checked first."""
     monkeypatch.setattr(classdata, "java_home", lambda: Path("/jdk"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fixture_project
 
 from lakehouse_engine.config.project import load_project
-from lakehouse_engine.sink import logstore
+from lakehouse_engine.sink import localfs, logstore
 from lakehouse_engine.sink.spark import (
     LONG_RUNNING_JVM_OPTIONS,
     _merged_conf,
@@ -90,6 +90,29 @@ def test_a_project_that_chose_a_log_store_keeps_it():
 
 def test_a_cluster_driver_keeps_deltas_local_store_it_may_not_have_the_engines_jar():
     assert logstore.settings({}, local_master=False, lake_root="/mnt/shared/lake") == {}
+
+
+def test_a_local_driver_reads_and_writes_files_through_the_no_fork_file_system_on_its_class_path():
+    wanted = localfs.settings({}, local_driver=True)
+    assert wanted == {"spark.driver.extraClassPath": str(localfs.JAR),
+                      "spark.hadoop.fs.file.impl": "lakehouse.hadoop.NoForkLocalFileSystem",
+                      "spark.hadoop.fs.AbstractFileSystem.file.impl": "lakehouse.hadoop.NoForkLocalFs"}
+    assert localfs.JAR.is_file() and localfs.JAR != logstore.JAR  # the log store needs Delta's loader
+    merged = _merged_conf(wanted, {"spark.driver.extraClassPath": "/opt/extra.jar"})
+    assert merged["spark.driver.extraClassPath"] == f"{localfs.JAR}:/opt/extra.jar"  # the project's is kept too
+
+
+def test_a_driver_the_engine_does_not_start_or_a_project_with_its_own_local_file_system_keeps_hadoops():
+    assert localfs.settings({}, local_driver=False) == {}  # spark-submit's driver, or a cluster's
+    for chosen in ({"spark.hadoop.fs.file.impl": "com.example.Fs"},
+                   {"spark.hadoop.fs.AbstractFileSystem.file.impl": "com.example.Fs"}):
+        assert localfs.settings(chosen, local_driver=True) == {}
+
+
+def test_without_the_no_fork_jar_a_local_driver_warns_and_keeps_hadoops_file_system(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(localfs, "JAR", tmp_path / "missing.jar")
+    assert localfs.settings({}, local_driver=True) == {}
+    assert "missing.jar is missing" in caplog.text
 
 
 def test_an_s3a_lakes_logs_are_listed_from_the_listings_first_key_on_any_master():

@@ -40,7 +40,8 @@ KEPT_ARCHIVES = 3  # the newest archives kept (about 190 MB each); older ones ar
 SAVE_TIMEOUT_S = 180.0  # the JVM writes the archive as it exits: some 9 s on a 2-core machine
 # The project's settings that shape the driver's JVM or its class path (its heap size decides
 # whether the JVM compresses pointers, which an archive depends on).
-JVM_SETTINGS = ("spark.driver.extraJavaOptions", "spark.driver.memory", "spark.driver.extraClassPath")
+CLASS_PATH = "spark.driver.extraClassPath"
+JVM_SETTINGS = ("spark.driver.extraJavaOptions", "spark.driver.memory", CLASS_PATH)
 # The archive's own warnings while it is written ("Skipping ...: Signed JAR", one per class it
 # leaves out) would fill spark.log; failures to write it are logged under cds+dynamic.
 SAVING_LOG = "-Xlog:cds=off"
@@ -104,6 +105,12 @@ def archive_key(jars: str, project_conf: Mapping[str, str], home: Path | None) -
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
+def with_class_path(jars: str, class_path: str) -> str:
+    """``jars`` (``spark.jars``) and the jars of the driver's class path
+    (``spark.driver.extraClassPath``): the jars an archive's classes come from."""
+    return ",".join(j for j in (*jars.split(","), *class_path.split(os.pathsep)) if j.strip())
+
+
 def find_archive(key: str) -> Path | None:
     """The whole archive saved for ``key``: its name's size matches the file's."""
     for path in sorted(archive_dir().glob(f"{key}-*{SUFFIX}")):
@@ -125,7 +132,8 @@ def plan(conf: Mapping[str, str], project_conf: Mapping[str, str], *, save: bool
     if "SharedArchiveFile" in theirs or "ArchiveClassesAtExit" in theirs or "-Xshare:off" in theirs:
         return NONE  # the project manages class sharing itself
     if use and not conf.get("spark.jars.packages"):
-        found = find_archive(archive_key(conf.get("spark.jars", ""), project_conf, java_home()))
+        jars = with_class_path(conf.get("spark.jars", ""), conf.get(CLASS_PATH, ""))
+        found = find_archive(archive_key(jars, project_conf, java_home()))
         if found is not None:
             return ClassData(f"-XX:SharedArchiveFile={found}", used=found)
     if not save:

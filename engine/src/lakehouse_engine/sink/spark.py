@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.project import ProjectConfig
 from ..errors import ConfigError
 from ..failures import note_interrupt
-from . import classdata, connect, logstore, portable, shipping
+from . import classdata, connect, localfs, logstore, portable, shipping
 
 if TYPE_CHECKING:  # pyspark is imported when a session starts: commands without Spark stay fast
     from pyspark.sql import SparkSession
@@ -40,7 +40,8 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 SPARK_LOG = "spark.log"
 # Settings that the project's spark.conf extends rather than replaces, with their separators.
-JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.extraJavaOptions": " "}
+JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.extraJavaOptions": " ",
+                   classdata.CLASS_PATH: os.pathsep}
 # A local driver on a few cores runs short jobs: C2 compilation and parallel GC threads compete
 # with the work for those cores and never pay back within a run. C1 only and the serial
 # collector cut an ingest's CPU by ~40% and its memory by a third (make bench). A long-running
@@ -143,8 +144,9 @@ def get_spark(config: ProjectConfig, app_name: str = "lakehouse-ingest", *,
     jars = _jar_settings(config)
     ours = {**jars.conf, "spark.driver.extraJavaOptions": java_options}
     ours = _merged_conf(ours, logstore.settings(config.spark.conf, local_master=local, lake_root=config.lake_root))
-    conf = _merged_conf(ours, config.spark.conf)
     local_driver = master.startswith("local") and not submitted
+    ours = _merged_conf(ours, localfs.settings(config.spark.conf, local_driver=local_driver))
+    conf = _merged_conf(ours, config.spark.conf)
     class_data = classdata.plan(conf, config.spark.conf, save=save_class_data) if local_driver else classdata.NONE
     spark_log = config.target_dir / SPARK_LOG
     try:
@@ -214,7 +216,8 @@ def finish_class_data(spark: SparkSession, config: ProjectConfig) -> tuple[str, 
         return ("in use", _class_data.used) if mapped is not False else None
     if _class_data.saving is None or process is None:
         return None
-    jars = session_jars(spark)
+    class_path = spark.sparkContext.getConf().get(classdata.CLASS_PATH) or ""
+    jars = classdata.with_class_path(session_jars(spark), class_path)
     spark.stop()
     saved = classdata.finish(process, jars, config.spark.conf, _class_data.saving)
     return ("saved", saved) if saved is not None else None
