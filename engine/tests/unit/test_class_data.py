@@ -63,8 +63,8 @@ def test_the_jars_on_the_drivers_class_path_belong_to_its_archive(tmp_path: Path
     monkeypatch.setattr(classdata, "java_home", lambda: Path("/jdk"))
     jar = tmp_path / "lakehouse-hadoop-local.jar"
     jar.write_bytes(b"classes")
-    archive = saved(key(classdata.with_class_path(DELTA_JARS, str(jar))))
-    conf = {"spark.jars": DELTA_JARS, "spark.driver.extraClassPath": str(jar)}
+    conf = {"spark.jars": DELTA_JARS, "spark.driver.defaultExtraClassPath": str(jar)}
+    archive = saved(key(classdata.with_class_path(DELTA_JARS, conf)))
     assert classdata.plan(conf, {}, save=False).used == archive
     jar.write_bytes(b"rebuilt classes")  # the JVM would refuse the archive: it is not looked for
     assert classdata.plan(conf, {}, save=False).used is None

@@ -94,12 +94,16 @@ def test_a_cluster_driver_keeps_deltas_local_store_it_may_not_have_the_engines_j
 
 def test_a_local_driver_reads_and_writes_files_through_the_no_fork_file_system_on_its_class_path():
     wanted = localfs.settings({}, local_driver=True)
-    assert wanted == {"spark.driver.extraClassPath": str(localfs.JAR),
+    assert wanted == {"spark.driver.defaultExtraClassPath": str(localfs.JAR),
                       "spark.hadoop.fs.file.impl": "lakehouse.hadoop.NoForkLocalFileSystem",
                       "spark.hadoop.fs.AbstractFileSystem.file.impl": "lakehouse.hadoop.NoForkLocalFs"}
     assert localfs.JAR.is_file() and localfs.JAR != logstore.JAR  # the log store needs Delta's loader
+    # Spark puts the default class path before extraClassPath, which stays the project's (or its
+    # spark-defaults.conf's); one that sets the default class path too keeps ours beside it.
     merged = _merged_conf(wanted, {"spark.driver.extraClassPath": "/opt/extra.jar"})
-    assert merged["spark.driver.extraClassPath"] == f"{localfs.JAR}:/opt/extra.jar"  # the project's is kept too
+    assert merged["spark.driver.extraClassPath"] == "/opt/extra.jar"
+    merged = _merged_conf(wanted, {"spark.driver.defaultExtraClassPath": "/opt/default.jar"})
+    assert merged["spark.driver.defaultExtraClassPath"] == f"{localfs.JAR}:/opt/default.jar"
 
 
 def test_a_driver_the_engine_does_not_start_or_a_project_with_its_own_local_file_system_keeps_hadoops():

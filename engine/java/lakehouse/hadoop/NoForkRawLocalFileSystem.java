@@ -17,7 +17,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * runs {@code chmod} for every file and folder it creates with a permission, and
  * {@code readlink} for every {@code getFileLinkStatus}, which every rename asks of both its
  * paths. A Delta commit on a local lake creates and renames its commit file and its checksum:
- * a 500k-change catch-up ran some 2,800 such processes from the driver. Here a permission is set
+ * a 500k-change catch-up ran some 350 such processes from the driver. Here a permission is set
  * with {@code java.nio} and a path that is not a symbolic link gets its status without asking
  * for a link target; anything else (a sticky bit, a symbolic link, a file system without POSIX
  * permissions) is left to Hadoop's own code. Same results, no process.

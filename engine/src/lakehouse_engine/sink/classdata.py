@@ -40,8 +40,9 @@ KEPT_ARCHIVES = 3  # the newest archives kept (about 190 MB each); older ones ar
 SAVE_TIMEOUT_S = 180.0  # the JVM writes the archive as it exits: some 9 s on a 2-core machine
 # The project's settings that shape the driver's JVM or its class path (its heap size decides
 # whether the JVM compresses pointers, which an archive depends on).
-CLASS_PATH = "spark.driver.extraClassPath"
-JVM_SETTINGS = ("spark.driver.extraJavaOptions", "spark.driver.memory", CLASS_PATH)
+# The driver's class path beyond Spark's jars: Spark puts the default one (the engine's) first.
+CLASS_PATH_SETTINGS = ("spark.driver.defaultExtraClassPath", "spark.driver.extraClassPath")
+JVM_SETTINGS = ("spark.driver.extraJavaOptions", "spark.driver.memory", *CLASS_PATH_SETTINGS)
 # The archive's own warnings while it is written ("Skipping ...: Signed JAR", one per class it
 # leaves out) would fill spark.log; failures to write it are logged under cds+dynamic.
 SAVING_LOG = "-Xlog:cds=off"
@@ -105,10 +106,11 @@ def archive_key(jars: str, project_conf: Mapping[str, str], home: Path | None) -
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
-def with_class_path(jars: str, class_path: str) -> str:
-    """``jars`` (``spark.jars``) and the jars of the driver's class path
-    (``spark.driver.extraClassPath``): the jars an archive's classes come from."""
-    return ",".join(j for j in (*jars.split(","), *class_path.split(os.pathsep)) if j.strip())
+def with_class_path(jars: str, conf: Mapping[str, str]) -> str:
+    """``jars`` (``spark.jars``) and the jars of the driver's class path in ``conf``
+    (``CLASS_PATH_SETTINGS``): the jars an archive's classes come from."""
+    class_path = [j for key in CLASS_PATH_SETTINGS for j in (conf.get(key) or "").split(os.pathsep)]
+    return ",".join(j for j in (*jars.split(","), *class_path) if j.strip())
 
 
 def find_archive(key: str) -> Path | None:
@@ -132,7 +134,7 @@ def plan(conf: Mapping[str, str], project_conf: Mapping[str, str], *, save: bool
     if "SharedArchiveFile" in theirs or "ArchiveClassesAtExit" in theirs or "-Xshare:off" in theirs:
         return NONE  # the project manages class sharing itself
     if use and not conf.get("spark.jars.packages"):
-        jars = with_class_path(conf.get("spark.jars", ""), conf.get(CLASS_PATH, ""))
+        jars = with_class_path(conf.get("spark.jars", ""), conf)
         found = find_archive(archive_key(jars, project_conf, java_home()))
         if found is not None:
             return ClassData(f"-XX:SharedArchiveFile={found}", used=found)

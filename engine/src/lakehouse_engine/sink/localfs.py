@@ -11,8 +11,9 @@ Hadoop's own code.
 
 Only where the engine starts the driver's JVM itself on a local master: the jar must be on the
 JVM's class path from its start (spark-submit reads the jars it is given through this file
-system before it loads them), and a cluster's executors would not have it. A project that
-chooses its own ``file:`` implementation keeps it.
+system before it loads them; it goes on Spark's default extra class path, so that an
+``extraClassPath`` of the project or of ``spark-defaults.conf`` stays), and a cluster's executors
+would not have it. A project that chooses its own ``file:`` implementation keeps it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from .classdata import CLASS_PATH
-
 JAR = Path(__file__).with_name("jars") / "lakehouse-hadoop-local.jar"
+# Spark puts it before spark.driver.extraClassPath, which stays the project's (or its
+# spark-defaults.conf's) to set.
+CLASS_PATH = "spark.driver.defaultExtraClassPath"
 FILE_SYSTEM = {
     "spark.hadoop.fs.file.impl": "lakehouse.hadoop.NoForkLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "lakehouse.hadoop.NoForkLocalFs",

@@ -41,7 +41,7 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 SPARK_LOG = "spark.log"
 # Settings that the project's spark.conf extends rather than replaces, with their separators.
 JOINED_SETTINGS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.driver.extraJavaOptions": " ",
-                   classdata.CLASS_PATH: os.pathsep}
+                   localfs.CLASS_PATH: os.pathsep}
 # A local driver on a few cores runs short jobs: C2 compilation and parallel GC threads compete
 # with the work for those cores and never pay back within a run. C1 only and the serial
 # collector cut an ingest's CPU by ~40% and its memory by a third (make bench). A long-running
@@ -216,8 +216,7 @@ def finish_class_data(spark: SparkSession, config: ProjectConfig) -> tuple[str, 
         return ("in use", _class_data.used) if mapped is not False else None
     if _class_data.saving is None or process is None:
         return None
-    class_path = spark.sparkContext.getConf().get(classdata.CLASS_PATH) or ""
-    jars = classdata.with_class_path(session_jars(spark), class_path)
+    jars = classdata.with_class_path(session_jars(spark), dict(spark.sparkContext.getConf().getAll()))
     spark.stop()
     saved = classdata.finish(process, jars, config.spark.conf, _class_data.saving)
     return ("saved", saved) if saved is not None else None
