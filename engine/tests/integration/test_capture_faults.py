@@ -1,5 +1,6 @@
 """The binlog connection under faults: a server that stops answering, a connection killed
-mid-transaction, a lake write slower than the server's write timeout."""
+mid-transaction, a lake write slower than the server's write timeout; and a bronze commit that
+fails midway through a catch-up."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from lakehouse_engine.cdc.binlog import BinlogSource
 from lakehouse_engine.cdc.capture import RetryPolicy
 from lakehouse_engine.errors import SourceUnavailableError
 from lakehouse_engine.logs import is_progress
-from lakehouse_engine.run.pipeline import Pipeline
+from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.source import embedded
 from lakehouse_engine.source.connection import connection, current_position
@@ -187,3 +188,46 @@ def test_a_lake_write_slower_than_the_servers_write_timeout_does_not_drop_the_st
     assert len(progress) >= 10 and all(is_progress(r) for r in progress)
     to_go = [int(r.getMessage().split(", ")[1].split(" bytes")[0].replace(",", "")) for r in progress]
     assert to_go == sorted(to_go, reverse=True) and to_go[0] > 0
+
+
+def test_a_bronze_commit_failing_midway_stops_its_table_at_its_last_commit_and_a_rerun_loses_nothing(
+    spark, config, mariadb, monkeypatch
+):
+    """The table stops at the failed flush (no later batch is attempted, the run counts only the
+    rows that landed); the other table finishes, and the next run resumes from the last commit."""
+    db = config.source.database
+    _create_wide(mariadb, db)
+    run_source_sql(mariadb, db, """
+        CREATE TABLE narrow (id INT PRIMARY KEY, n INT NOT NULL);
+        INSERT INTO narrow SELECT seq, 0 FROM seq_1_to_10;
+    """)
+    specs = [TableSpec("wide", "wide"), TableSpec("narrow", "narrow")]
+    config = replace(config, defaults=replace(config.defaults, flush_rows=2000))
+    Pipeline(config, spark, "run-1").ingest(specs)
+    _many_transactions(mariadb, db, transactions=12, rows=1000)  # a flush every two
+    run_source_sql(mariadb, db, "UPDATE narrow SET n = n + 1;")
+    real_append = bronze.append_batch
+    wide_batches: list[int] = []
+
+    def third_wide_commit_fails(spark, path, rows, schema, checkpoint):
+        if checkpoint.table == "wide":
+            wide_batches.append(checkpoint.batch)
+            if len(wide_batches) == 3:
+                raise RuntimeError("the lake refused the batch (injected)")
+        return real_append(spark, path, rows, schema, checkpoint)
+
+    monkeypatch.setattr(bronze, "append_batch", third_wide_commit_fails)
+    with pytest.raises(TablesFailed) as failed:
+        Pipeline(config, spark, "run-2").ingest(specs)
+    monkeypatch.undo()
+    results = {r.table: r for r in failed.value.results}
+    wide, narrow = results["wide"], results["narrow"]
+    assert wide.status == "error" and "the lake refused the batch" in wide.message and "\n" not in wide.message
+    # Nothing after the failed batch was committed, and the run counts only what landed.
+    assert len(wide_batches) == 3 and wide.binlog_rows == 4000
+    assert narrow.status == "success" and narrow.binlog_rows == 10
+    assert_silver_equals_source(spark, config, "narrow")
+    (again,) = Pipeline(config, spark, "run-3").ingest(specs[:1])
+    assert again.status == "success" and again.binlog_rows == 8000  # from the last batch that landed
+    assert_silver_equals_source(spark, config, "wide")
+    assert bronze_duplicate_changes(spark, config, "wide") == 0

@@ -13,6 +13,23 @@ def test_positions_in_one_file_compare_by_offset():
     assert max(BinlogPosition("b.000001", 5), BinlogPosition("b.000001", 7)).offset == 7
 
 
+@pytest.mark.parametrize(("a", "b"), [
+    (BinlogPosition("b.000001", 7), BinlogPosition("b.000001", 9)),  # one file
+    (BinlogPosition("b.000009", 900), BinlogPosition("b.000010", 4)),  # across files
+    (BinlogPosition("b.999999", 4), BinlogPosition("b.1000000", 4)),  # the name's padding grows
+])
+def test_every_comparison_agrees_with_the_file_number_and_offset_order(a, b):
+    assert (a < b, a <= b, a > b, a >= b, a == b) == (True, True, False, False, False)
+    assert (b < a, b <= a, b > a, b >= a) == (False, False, True, True)
+    same = BinlogPosition(a.file, a.offset)
+    assert (a < same, a <= same, a > same, a >= same, a == same) == (False, True, False, True, True)
+
+
+def test_a_position_does_not_compare_with_a_tuple():
+    with pytest.raises(TypeError):
+        assert BinlogPosition("b.000001", 1) < ("b.000001", 2)
+
+
 def test_a_binlog_change_after_a_watermark_sorts_after_the_snapshot_rows():
     watermark = BinlogPosition("b.000003", 1000)
     snapshot_seq = sequence(watermark, 0)

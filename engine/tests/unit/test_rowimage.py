@@ -221,6 +221,33 @@ def test_the_null_bitmap_marks_columns_by_position_across_bytes():
     assert values == {"c0": 0, "c1": None, "c2": 1, "c3": 2, "c4": 3, "c5": 4, "c6": 5, "c7": 6, "c8": None, "c9": 7}
 
 
+def test_column_names_a_python_source_would_misread_come_back_exactly():
+    names = ["it's", 'say "hi"', "back\\slash", "new\nline", "}, pos", "ünï"]
+    columns = [col(FIELD_TYPE.VARCHAR, n, max_length=300) for n in names]
+    data = b"\x00" + b"".join(len(n.encode()).to_bytes(2, "little") + n.encode() for n in names)
+    values, end = plan_for(columns).image(data, 0)
+    assert values == {n: n for n in names} and end == len(data)
+
+
+def test_a_two_byte_string_length_cut_short_is_an_error_not_a_shorter_value():
+    plan = plan_for([col(FIELD_TYPE.VARCHAR, "c", max_length=300)])
+    with pytest.raises(IndexError):
+        plan.image(b"\x00\x05", 0)  # the length's second byte is missing
+    with pytest.raises(IndexError):
+        plan.image(b"\x00\x05\x00abc", 0)  # five bytes announced, three there
+
+
+def test_a_plan_is_kept_per_column_layout_and_another_layout_gets_its_own():
+    latin = [col(FIELD_TYPE.LONG, "id"), col(FIELD_TYPE.VARCHAR, "t", max_length=40, charset="latin1")]
+    again = [col(FIELD_TYPE.LONG, "id"), col(FIELD_TYPE.VARCHAR, "t", max_length=40, charset="latin1")]
+    utf8 = [col(FIELD_TYPE.LONG, "id"), col(FIELD_TYPE.VARCHAR, "t", max_length=40, charset="utf8mb4")]
+    assert plan_for(latin) is plan_for(again)  # the server's next table map: compiled once
+    data = b"\x00" + struct.pack("<i", 1) + b"\x02" + "é".encode()
+    assert plan_for(latin).image(data, 0)[0]["t"] == "Ã©"
+    assert plan_for(utf8).image(data, 0)[0]["t"] == "é"
+    assert plan_for(utf8, ignore_decode_errors=True) is not plan_for(utf8)
+
+
 @pytest.mark.parametrize("kind", [FIELD_TYPE.BIT, FIELD_TYPE.JSON, FIELD_TYPE.TIME2,
                                   FIELD_TYPE.GEOMETRY, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP])
 def test_a_table_with_a_type_not_decoded_here_goes_to_the_library(kind):

@@ -232,3 +232,23 @@ def test_without_a_locator_at_least_once_keeps_every_change():
     capture.locator = None
     changes = [_change(5, 50), _change(15, 100)]
     assert after_watermarks(capture, changes) == changes
+
+
+def test_a_transaction_crosses_the_process_boundary_whole_with_its_changes_still_row_changes():
+    import datetime as dt
+    import pickle
+    from decimal import Decimal
+
+    from lakehouse_engine.cdc.binlog import ParentChange, RowChange, SchemaChange, TableProblem, Transaction
+    from lakehouse_engine.ops import Op
+
+    end = BinlogPosition(FILE, 900)
+    values = {"id": 1, "price": Decimal("9.99"), "at": dt.datetime(2026, 1, 2, 3, 4, 5), "note": None}
+    transaction = Transaction(
+        (RowChange("t", Op.DELETE, values, end, 1, 7), RowChange("t", Op.UPDATE, {**values, "id": 2}, end, 2, 7)),
+        end, (SchemaChange("t", "ALTER TABLE t ADD c INT", end),), (TableProblem("u", "statement-logged", end),),
+        "0-1-5", 7, (ParentChange("p", {"id": 1}, None, end, 7, True),))
+    back = pickle.loads(pickle.dumps(transaction, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == transaction
+    assert all(type(change) is RowChange for change in back.changes)
+    assert back.changes[1].values["id"] == 2 and back.changes[0].op is Op.DELETE and back.changes[0].position == end

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any, NamedTuple
 
 import pymysql
@@ -110,6 +111,22 @@ class Transaction:
     gtid: str | None = None
     timestamp: int | None = None  # when the binlog dates it (whole seconds): its GTID event's, else its commit's
     parent_changes: tuple[ParentChange, ...] = ()  # of the ``parents`` the source was asked for
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by the reader process for the catch-up, with the changes as plain tuples:
+        a named tuple pickles through its ``__getnewargs__`` and unpickles through its
+        ``__new__``, both Python code run once per row on the two busiest threads of a
+        catch-up; ``map`` over ``tuple`` and ``tuple.__new__`` runs none."""
+        rest = tuple(getattr(self, f.name) for f in fields(self)[1:])
+        return (_transaction, (tuple(map(tuple, self.changes)), *rest))
+
+
+_row_change = partial(tuple.__new__, RowChange)
+
+
+def _transaction(changes: tuple[tuple[Any, ...], ...], *rest: Any) -> Transaction:
+    """A :class:`Transaction` from its pickled form (``Transaction.__reduce__``)."""
+    return Transaction(tuple(map(_row_change, changes)), *rest)
 
 
 class UnknownTableIdError(FatalError):

@@ -33,6 +33,8 @@ from . import charsets
 
 # (data, offset) -> (value, offset after it)
 Read = Callable[[bytes, int], tuple[Any, int]]
+# (data, offset) -> (a row image's values by column name, offset after it)
+Image = Callable[[bytes, int], tuple[dict[str, Any], int]]
 
 ROWS_EVENTS = {
     BINLOG.WRITE_ROWS_EVENT_V1, BINLOG.UPDATE_ROWS_EVENT_V1, BINLOG.DELETE_ROWS_EVENT_V1,
@@ -59,27 +61,84 @@ class RowImageError(FatalError):
 
 
 class Plan:
-    """How to read one row image of a table map: each column's name and reader."""
+    """How to read one row image of a table map: each column's name and reader.
+
+    :meth:`image` is compiled per plan into one Python function with a branch per column, the
+    common readers (integers and floats through their ``struct``, text with a one- or two-byte
+    length) written out inline: a row image then costs no Python call per value, a third of
+    what a loop over the readers costs (2.4 against 6.6 us for an 18-column row). Plans are
+    kept per table map layout (:func:`plan_for`), so a table is compiled once per run."""
+
+    image: Image
 
     def __init__(self, names: Sequence[str], readers: Sequence[Read]):
         self.columns = tuple(zip(names, readers, strict=True))
         self.null_bytes = (len(self.columns) + 7) // 8
+        self.image = _compiled(self.columns, self.null_bytes)
 
-    def image(self, data: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        nulls = data[pos:pos + self.null_bytes]
-        pos += self.null_bytes
-        values: dict[str, Any] = {}
-        for index, (name, read) in enumerate(self.columns):
-            if nulls[index >> 3] & (1 << (index & 7)):
-                values[name] = None
-            else:
-                values[name], pos = read(data, pos)
-        return values, pos
+
+def _compiled(columns: Sequence[tuple[str, Read]], null_bytes: int) -> Image:
+    """``image(data, pos) -> (values, pos after the image)`` for ``columns``: the NULL bitmap,
+    then each non-NULL value's bytes. Names enter the source only through ``repr`` (a string
+    literal), readers only as names bound in its globals."""
+    scope: dict[str, Any] = {}
+    lines = ["def image(data, pos):",
+             f"    nulls = data[pos:pos + {null_bytes}]",
+             f"    pos += {null_bytes}",
+             "    size = len(data)"]
+    lines += [f"    n{b} = nulls[{b}]" for b in range(null_bytes)]  # an IndexError past the end
+    for i, (_, read) in enumerate(columns):
+        lines += [f"    if n{i >> 3} & {1 << (i & 7)}:", f"        v{i} = None", "    else:"]
+        func, args = (read.func, read.args) if isinstance(read, partial) else (None, ())
+        if func is _fixed:
+            scope[f"unpack{i}"] = args[0].unpack_from  # struct.error past the end
+            lines += [f"        v{i} = unpack{i}(data, pos)[0]", f"        pos += {args[0].size}"]
+        elif func is _string and args[0] in (1, 2) and args[1] is not None:
+            length_bytes, encoding, errors = args
+            length = "data[pos]" if length_bytes == 1 else "(data[pos] | data[pos + 1] << 8)"
+            lines += [f"        start = pos + {length_bytes}",
+                      f"        end = start + {length}",
+                      "        if end > size:",
+                      "            raise IndexError('a string past the event end')",
+                      f"        v{i} = data[start:end].decode({encoding!r}, {errors!r})",
+                      "        pos = end"]
+        else:
+            scope[f"read{i}"] = read
+            lines.append(f"        v{i}, pos = read{i}(data, pos)")
+    values = ", ".join(f"{name!r}: v{i}" for i, (name, _) in enumerate(columns))
+    lines.append(f"    return {{{values}}}, pos")
+    exec(compile("\n".join(lines), "<rowimage plan>", "exec"), scope)  # our own source, above
+    image: Image = scope["image"]
+    return image
+
+
+# What ``_reader`` reads of a table map's column: a plan is kept per layout of these.
+_DESCRIBED = ("name", "type", "unsigned", "character_set_name", "max_length", "length_size", "precision",
+              "decimals", "fsp", "size")
+_PLANS: dict[tuple[Any, ...], Plan | None] = {}
+_MAX_PLANS = 256
 
 
 def plan_for(columns: Sequence[Any], ignore_decode_errors: bool = False) -> Plan | None:
     """The plan for a table map's columns (the library's ``Column`` objects), or None when a
-    column's type is not decoded here or a column has no name."""
+    column's type is not decoded here or a column has no name. The server sends a table map
+    before each transaction's rows, so the plan is looked up by the columns' layout."""
+    layout = (ignore_decode_errors, *(
+        (*(getattr(c, a, None) for a in _DESCRIBED), tuple(getattr(c, "enum_values", None) or ()),
+         tuple(getattr(c, "set_values", None) or ())) for c in columns))
+    try:
+        return _PLANS[layout]
+    except KeyError:
+        pass
+    except TypeError:  # a description that does not hash: plan it afresh
+        return _plan(columns, ignore_decode_errors)
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    plan = _PLANS[layout] = _plan(columns, ignore_decode_errors)
+    return plan
+
+
+def _plan(columns: Sequence[Any], ignore_decode_errors: bool) -> Plan | None:
     names, readers = [], []
     for column in columns:
         read = _reader(column, "ignore" if ignore_decode_errors else "strict")
