@@ -37,6 +37,12 @@ def endless_with_pid(path: str):
         n += 1
 
 
+def collector_pace():
+    import gc
+
+    yield gc.get_threshold()
+
+
 def dies():
     os._exit(3)
     yield 0  # pragma: no cover
@@ -123,3 +129,9 @@ def _alive(pid: int) -> bool:
 def test_a_reader_can_run_at_a_lower_cpu_priority_than_its_consumer():
     assert list(ProcessPrefetcher(own_niceness, niceness=5)) == [min(os.nice(0) + 5, 19)]
     assert list(ProcessPrefetcher(own_niceness)) == [os.nice(0)]
+
+
+def test_the_reader_process_runs_the_collector_at_the_bulk_pace():
+    from lakehouse_engine import gcpace
+
+    assert list(ProcessPrefetcher(collector_pace)) == [gcpace.BULK]

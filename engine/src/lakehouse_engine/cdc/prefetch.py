@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
+from .. import gcpace
 from ..errors import SourceUnavailableError
 
 T = TypeVar("T")
@@ -123,6 +124,7 @@ def _produce(factory: Callable[[], Iterator[T]], out: multiprocessing.Queue[Any]
     # (follow mode finishes its cycle first) and stops this process when it has to.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _end_with_parent(parent)
+    gcpace.set_bulk()  # its whole work is decoding rows into short-lived containers
     group: list[T] = []
     total = 0
     try:

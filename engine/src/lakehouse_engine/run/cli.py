@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from .. import failures
+from .. import failures, gcpace
 from ..config.project import load_project, peek_target_dir
 from ..errors import IngestError
 from ..logs import FILE_ONLY
@@ -107,6 +107,11 @@ def entry(argv: Sequence[str] | None = None) -> int:
 def main(argv: Sequence[str] | None = None, package: str | None = None, prog: str | None = None) -> int:
     """``python -m <package>`` (the project's own entry point, which names its package) and
     ``lakehouse`` (which finds it: ``project.project_package``)."""
+    with gcpace.bulk():  # rows stream through this process's Python: see gcpace
+        return _main(argv, package, prog)
+
+
+def _main(argv: Sequence[str] | None, package: str | None, prog: str | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     project_dir = project.project_dir_from(arguments)
     if package is None:
