@@ -180,14 +180,34 @@ def test_a_table_missing_from_the_lake_fails_its_check_and_is_not_copied(spark, 
     assert deltalog.newest_version(spark, config.table_path("bronze", "products")) < 0  # no snapshot
 
 
+def _purge_up_to_head(mariadb, gone: str) -> None:
+    """Purge every binlog file before the head until ``gone`` is no longer listed: the server
+    keeps a file a binlog dump thread still reads (a reader whose closed connection it has not
+    noticed yet), so the purge is retried for up to 30 s, then fails naming the dump threads.
+    (CI once saw the table's file survive the purge; the cause was not established.)"""
+    deadline = time.monotonic() + 30
+    with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
+        while True:
+            cur.execute("SHOW MASTER STATUS")
+            cur.execute("PURGE BINARY LOGS TO %s", (cur.fetchone()[0],))
+            cur.execute("SHOW BINARY LOGS")
+            if gone not in {row[0] for row in cur.fetchall()}:
+                return
+            if time.monotonic() > deadline:
+                cur.execute("SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+                raise AssertionError(f"{gone} could not be purged; dump threads: {cur.fetchall()}")
+            time.sleep(0.5)
+
+
 def test_a_table_whose_silver_position_was_purged_fails_alone_and_names_its_re_snapshot(spark, config, mariadb):
     specs = [s for s in demo_specs() if s.name in ("customers", "products")]
     Pipeline(config, spark, "run-1").ingest(specs[:1])
-    run_source_sql(mariadb, config.source.database, "FLUSH BINARY LOGS;")
-    Pipeline(config, spark, "run-2").ingest(specs[1:])  # products' position: in the new file
     with embedded.root_connection(mariadb) as conn, conn.cursor() as cur:
         cur.execute("SHOW MASTER STATUS")
-        cur.execute("PURGE BINARY LOGS TO %s", (cur.fetchone()[0],))  # customers' file is gone
+        customers_file = cur.fetchone()[0]
+    run_source_sql(mariadb, config.source.database, "FLUSH BINARY LOGS;")
+    Pipeline(config, spark, "run-2").ingest(specs[1:])  # products' position: in the new file
+    _purge_up_to_head(mariadb, customers_file)
     customers, products = run_checks(config, spark, specs)
     assert products.success, [c for c in products.checks if not c.success]
     (check,) = customers.checks
