@@ -32,8 +32,11 @@ def main() -> int:
     conf = spark._jsc.hadoopConfiguration()
     stores = {"engine": jvm.lakehouse.delta.NamesFirstLocalLogStore(conf),
               "delta": jvm.io.delta.storage.HDFSLogStore(conf)}  # Delta's for file: when none is set
-    checkpoint = json.loads((log / "_last_checkpoint").read_text())["version"]
-    start = jvm.org.apache.hadoop.fs.Path(str(log / f"{checkpoint:020d}"))  # Delta lists from there on
+    # Delta lists from its newest checkpoint on (from version 0 where the log has none yet:
+    # fewer than ten commits, e.g. a run with BENCH_SKIP_FOLLOW=1).
+    last = log / "_last_checkpoint"
+    checkpoint = json.loads(last.read_text())["version"] if last.exists() else 0
+    start = jvm.org.apache.hadoop.fs.Path(str(log / f"{checkpoint:020d}"))
     added = [log / f".bench-listing-{i:07d}.crc" for i in range(extra)]
     try:
         for path in added:
