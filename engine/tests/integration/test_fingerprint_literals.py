@@ -44,13 +44,45 @@ LITERALS = """
 """
 
 
-def fingerprints(spark, config) -> tuple[dict[int, int], dict[int, int]]:
+# The SQL half's shortcuts: a NOT NULL column has no NULL guard, a utf8mb4 text is CRC'd as it
+# is (no CONVERT), a latin1 one is converted first; Spark's half guards and converts as always.
+SHORTCUTS = """
+    CREATE TABLE lit_nn (
+        id INT NOT NULL PRIMARY KEY, i BIGINT NOT NULL, u BIGINT UNSIGNED NOT NULL, n SMALLINT NOT NULL,
+        s VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL, c CHAR(5) CHARACTER SET utf8mb4 NOT NULL,
+        l VARCHAR(20) CHARACTER SET latin1 NOT NULL, ln VARCHAR(20) CHARACTER SET latin1 NULL,
+        e ENUM('a', 'B') NOT NULL, j JSON NOT NULL, y YEAR NOT NULL, flag BIT(1) NOT NULL,
+        t TEXT CHARACTER SET utf8mb4 NOT NULL);
+    INSERT INTO lit_nn VALUES
+        (1, -9223372036854775808, 18446744073709551615, -32768, 'Grüße €', 'ab ', 'café', NULL, 'B',
+            '{"a": 1}', 2000, b'1', 'ünïcødé ✓'),
+        (2, 9223372036854775807, 0, 32767, '', '', '', 'é', 'a', '[]', 1901, b'0', ''),
+        (3, 0, 1, 0, ' lead', 'x', 'ÿ', '', 'a', '"s"', 2155, b'1', REPEAT('long ', 50));
+"""
+
+
+def fingerprints(spark, config, table: str = "lit") -> tuple[dict[int, int], dict[int, int]]:
     with connection(config.source) as conn:
-        schema = describe_table(conn, config.source.database, "lit", None)
-        source = {int(i): int(h) for i, h in query(conn, f"SELECT id, {sql_row_hash(schema.columns)} FROM lit")}
-    silver = spark.read.format("delta").load(config.table_path("silver", "lit"))
+        schema = describe_table(conn, config.source.database, table, None)
+        source = {int(i): int(h) for i, h in query(conn, f"SELECT id, {sql_row_hash(schema.columns)} FROM {table}")}
+    silver = spark.read.format("delta").load(config.table_path("silver", table))
     lake = {r["id"]: r["h"] for r in silver.select("id", spark_row_hash(schema.columns).alias("h")).collect()}
     return source, lake
+
+
+def test_not_null_columns_and_utf8mb4_text_give_the_same_fingerprint_without_the_sql_guards(spark, config, mariadb):
+    run_source_sql(mariadb, config.source.database, SHORTCUTS)
+    with connection(config.source) as conn:
+        sql = sql_row_hash(describe_table(conn, config.source.database, "lit_nn", None).columns)
+    assert "CONVERT(`s` USING" not in sql and "CONVERT(`l` USING utf8mb4)" in sql and "COALESCE(`id`" not in sql
+    specs = [TableSpec("lit_nn", "lit_nn")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    source, lake = fingerprints(spark, config, "lit_nn")
+    assert len(source) == 3 and lake == source
+    run_source_sql(mariadb, config.source.database, "UPDATE lit_nn SET id = id + 100;")
+    Pipeline(config, spark, "run-2").ingest(specs)
+    source, lake = fingerprints(spark, config, "lit_nn")
+    assert set(source) == {101, 102, 103} and lake == source
 
 
 def test_both_halves_give_each_literal_row_the_same_fingerprint_after_a_snapshot_and_after_the_binlog(

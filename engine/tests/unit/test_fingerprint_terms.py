@@ -46,7 +46,7 @@ def test_one_changed_value_always_changes_the_sum_modulo_the_prime():
     assert MODULUS == 2**61 - 1  # a Mersenne prime: no move smaller than it is a multiple of it
 
 
-def test_the_fold_is_the_sum_modulo_the_prime_and_never_adds_more_than_four_numbers_at_once():
+def test_the_fold_is_the_sum_modulo_the_prime_and_adds_at_most_a_reduction_of_terms_at_once():
     rng = random.Random(7)
     widths: list[int] = []
 
@@ -54,7 +54,7 @@ def test_the_fold_is_the_sum_modulo_the_prime_and_never_adds_more_than_four_numb
         widths.append(len(parts))
         return f"(({' + '.join(parts)}) % {MODULUS})"
 
-    for count in (1, 2, 3, 4, 7, 40):
+    for count in (1, 2, 3, 4, 7, 40, 48, 49, 200):
         terms = [rng.randrange(2**61) for _ in range(count)]
         assert eval(_fold([str(t) for t in terms], reduce)) == sum(terms) % MODULUS  # noqa: S307 - our own digits
         assert max(widths) <= TERMS_PER_REDUCTION + 1
@@ -68,3 +68,17 @@ def test_integers_are_weighed_as_numbers_and_text_by_its_crc_never_spelled_as_he
     assert "`b` >> 32" in sql_term(big, 1) and str(column_weight(1, high_half=True)) in sql_term(big, 1)
     assert "CRC32(CONVERT(`s` USING utf8mb4))" in sql_term(name, 2)
     assert "HEX" not in sql_row_hash((number, big, name)) and "MD5" not in sql_row_hash((number, big, name))
+
+
+def test_the_sql_half_drops_the_guards_a_column_cannot_need_and_keeps_its_arithmetic_grouped():
+    not_null = ColumnInfo("n", "int", "int(11)", False)
+    big = ColumnInfo("b", "bigint", "bigint(20)", False)
+    utf8 = ColumnInfo("s", "varchar", "varchar(20)", True, charset="utf8mb4")
+    utf8_not_null = ColumnInfo("t", "text", "text", False, charset="utf8mb4")
+    latin1 = ColumnInfo("l", "varchar", "varchar(20)", True, charset="latin1")
+    assert sql_term(not_null, 0) == f"(`n` + {INT_OFFSET}) * {column_weight(0)}"  # never `n` + (offset * weight)
+    assert sql_term(big, 1).startswith("((`b` & ") and "COALESCE" not in sql_term(big, 1)
+    assert sql_term(utf8, 2) == f"COALESCE(CRC32(`s`), {NULL_VALUE}) * {column_weight(2)}"
+    assert sql_term(utf8_not_null, 3) == f"(CRC32(`t`)) * {column_weight(3)}"
+    assert "CRC32(CONVERT(`l` USING utf8mb4))" in sql_term(latin1, 4)
+

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -36,20 +35,21 @@ import pymysql
 from pyspark.sql import DataFrame, SparkSession
 
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
-from ..config.project import Layer, ProjectConfig
+from ..config.project import Layer, ProjectConfig, SourceProfile
 from ..errors import DataQualityError, IngestError
 from ..sink import history
 from ..sink.log import deltalog
-from ..source.connection import binlog_sizes, connection, qualified, query, start_consistent_snapshot
-from ..source.introspect import TableSchema, describe_table
+from ..source.connection import binlog_sizes, connection
+from ..source.introspect import TableSchema
 from ..source.serverids import ServerIds
 from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
 from .freshness import LagMeasurement, silver_lag
-from .reconcile import DRILLED_BUCKETS, Reconciliation, plan_source, too_many_changed
+from .reconcile import DRILLED_BUCKETS, Reconciliation, too_many_changed
 from .silverpass import KeyFacts, key_facts
+from .sourceview import PendingView
 from .sums import ToReconcile, reconcile_all
 from .uniqueness import compared_bytewise, key_uniqueness
 
@@ -149,31 +149,37 @@ def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, tabl
     return counted - net if silver.position <= counted_at else counted + net
 
 
-def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec]) -> list[Any]:
+def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec], *,
+               view: PendingView | None = None) -> list[Any]:
     """Check every table; a table that cannot be compared fails its check (with the reason) and
-    the others are still checked. Reads the lake and the source, writes only ``gx/``."""
+    the others are still checked. Reads the lake and the source, writes only ``gx/``. ``view``:
+    the source's read view of ``specs``, begun before Spark started (``sourceview``); else one is
+    begun here. It is closed before this returns."""
     from .checks import CheckOutcome, QualityResult, run_quality_checks  # GX is slow to import
 
     def failed(name: str, message: str) -> QualityResult:
         return QualityResult(name, False, (CheckOutcome(ALIGNMENT_CHECK, False, message),), None)
 
-    states: dict[str, SilverState] = {}
-    results: list[QualityResult] = []
-    for spec in specs:
+    with view or PendingView(config.source, specs, compares_values) as pending:
+        states: dict[str, SilverState] = {}
+        results: list[QualityResult] = []
+        for spec in specs:
+            try:
+                states[spec.name] = silver_state(spark, config, spec)
+            except NotComparable as exc:
+                log.error("%s", exc)
+                results.append(failed(spec.name, str(exc)))
+        pending.skip(s.name for s in specs if s.name not in states)
+        healthy = [s for s in specs if s.name in states]
+        if not healthy:
+            return _in_order(specs, results)
         try:
-            states[spec.name] = silver_state(spark, config, spec)
-        except NotComparable as exc:
-            log.error("%s", exc)
-            results.append(failed(spec.name, str(exc)))
-    healthy = [s for s in specs if s.name in states]
-    if not healthy:
-        return _in_order(specs, results)
-    checked_at = time.time()  # before the head is read: a lag measured from here is never short
-    try:
-        compared = compare_with_source(config, spark, healthy, states)
-    except IngestError as exc:
-        log.error("binlog between the compared positions: %s", exc)
-        return _in_order(specs, results + [failed(s.name, f"reading the binlog failed: {exc}") for s in healthy])
+            compared = compare_with_source(config, spark, healthy, states, view=pending)
+        except IngestError as exc:
+            log.error("comparing with the source: %s", exc)
+            return _in_order(specs, results + [failed(s.name, f"comparing with the source failed: {exc}")
+                                               for s in healthy])
+    checked_at = pending.started_at
     for spec in healthy:
         state, outcome = states[spec.name], compared.tables[spec.name]
         if isinstance(outcome, NotComparable):
@@ -209,8 +215,9 @@ def _key_facts(spec: TableSpec, outcome: Compared, silver: DataFrame) -> KeyFact
     expectations do): for every table whose values are compared, counted from a snapshot, with
     a key silver compares as the source does (a collated key keeps GX's uniqueness on its
     collation classes). Decided by the table alone, so its stored suite keeps one shape; the
-    facts come from the reconciliation's pass, or a pass of their own when it made none (too
-    many changed keys, say). None where silver lacks a key column (GX reports it)."""
+    facts come from the reconciliation's sums where they equal the source's, else from a pass
+    of their own (the sums differ, or were not made: too many changed keys, say). None where
+    silver lacks a key column (GX reports it)."""
     if not (compares_values(spec) and outcome.expected_rows is not None
             and compared_bytewise(outcome.schema, silver.schema)):
         return None
@@ -275,60 +282,59 @@ def changed_keys(transactions: Iterable[Transaction], table: str, low: BinlogPos
 
 def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec],
                         states: Mapping[str, SilverState], *, drilled: int = DRILLED_BUCKETS,
-                        count_keys: bool = True) -> SourceComparison:
+                        count_keys: bool = True, view: PendingView | None = None) -> SourceComparison:
     """Count (and, where possible, reconcile value by value) every table in one read view of the
     source at one position ``P``, carried back to each table's silver position through the binlog.
 
     The read view stays open while silver is summed: the keys changed between the positions are
     taken out of the source's sums in that same view. ``drilled``: differing buckets compared
     key by key per table; ``count_keys``: count silver's rows and keys beside its sums where
-    ``dq`` checks them so (``silverpass``)."""
-    database = config.source.database
-    tables: dict[str, Compared | NotComparable] = {}
-    with connection(config.source) as conn:
-        position = start_consistent_snapshot(conn)
-        tables.update(purged_positions(conn, states))
+    ``dq`` checks them so (``silverpass``). ``view``: the read view, begun beforehand over (at
+    least) ``specs`` (``sourceview``); else one is begun here. It is closed before this returns."""
+    with view or PendingView(config.source, specs, compares_values) as pending:
+        opened = pending.opened()
+        position, planned = opened.position, opened.tables
+        tables: dict[str, Compared | NotComparable] = dict(purged_positions(config.source, states))
         specs = [s for s in specs if s.name not in tables]
         states = {name: state for name, state in states.items() if name not in tables}
-        schemas = {s.name: describe_table(conn, database, s.source_table, s.key) for s in specs}
-        rows = {s.name: int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, s.source_table)}")[0][0])
-                for s in specs}
-        bucketings = {s.name: plan_source(conn, schemas[s.name], rows[s.name]) for s in specs if compares_values(s)}
+        schemas = {s.name: planned[s.name].schema for s in specs}
         transactions = _binlog_between(config, position, list(states.values()),
                                        {s.source_table: schemas[s.name].key for s in specs})
         expected: dict[str, int | None] = {}
         reconciled: dict[str, ToReconcile | Reconciliation] = {}
         for spec in specs:
-            state, schema = states[spec.name], schemas[spec.name]
+            state, schema, bucketing = states[spec.name], schemas[spec.name], planned[spec.name].bucketing
             try:
-                expected[spec.name] = count_at(rows[spec.name], position, state, spec.source_table,
+                expected[spec.name] = count_at(planned[spec.name].rows, position, state, spec.source_table,
                                                transactions) if spec.snapshots else None
             except NotComparable as exc:
                 tables[spec.name] = exc
                 continue
-            if spec.name in bucketings:
+            if bucketing is not None:
                 low, high = sorted((state.position, position))
                 changed = changed_keys(transactions, spec.source_table, low, high, schema)
                 silver = _silver_at(spark, config, spec, state)
                 counted = count_keys and compared_bytewise(schema, silver.schema)
                 reconciled[spec.name] = too_many_changed(changed) or ToReconcile(
-                    schema, bucketings[spec.name], silver, changed, counted)
+                    schema, bucketing, silver, changed, counted)
         to_reconcile = {name: c for name, c in reconciled.items() if isinstance(c, ToReconcile)}
-        outcomes = {**reconciled, **reconcile_all(conn, spark, to_reconcile, drilled)}
+        pending.skip(name for name in planned if name not in to_reconcile)
+        outcomes = {**reconciled, **reconcile_all(pending, spark, to_reconcile, drilled)}
         for name, count in expected.items():
             values = outcomes.get(name)
             assert not isinstance(values, ToReconcile)
-            tables[name] = Compared(schemas[name], rows[name], count, values)
-        conn.commit()
+            tables[name] = Compared(schemas[name], planned[name].rows, count, values)
     return SourceComparison(position, tables)
 
 
-def purged_positions(conn: Any, states: Mapping[str, SilverState]) -> dict[str, NotComparable]:
+def purged_positions(profile: SourceProfile, states: Mapping[str, SilverState]) -> dict[str, NotComparable]:
     """The tables whose silver position lies in a binlog file the source no longer has: their
     changes since can be neither counted nor caught up, so each fails alone, naming its fix, and
-    the binlog is read for the others only."""
+    the binlog is read for the others only. On a connection of its own: the read view's is busy
+    summing the source meanwhile."""
     try:
-        files = binlog_sizes(conn)
+        with connection(profile) as conn:
+            files = binlog_sizes(conn)
     except pymysql.err.MySQLError:
         return {}  # no privilege to list them: the binlog reader reports a purged position itself
     return {name: NotComparable(

@@ -38,7 +38,7 @@ from ..source.introspect import ColumnInfo, TableSchema
 from ..source.typemap import select_converter, select_expression, spark_type
 from .bucketing import Bucketing, is_ranged, plan_bucketing, spark_key_id, sql_key_id
 from .fingerprint import spark_row_hash, sql_row_hash
-from .silverpass import KeyFacts, Sums, silver_pass, without_keys
+from .silverpass import KeyFacts, SilverPass, Sums, silver_pass, without_keys
 from .uniqueness import Key
 
 MAX_CHANGED_KEYS = 50_000  # keys changed between the two positions that are taken out by name
@@ -126,7 +126,8 @@ class Reconciliation:
     differences: tuple[BucketDifference, ...] = ()
     changed_keys: int = 0  # changed between the two positions: left out of the comparison
     not_compared: str | None = None
-    # Silver's rows and keys, counted beside its sums (None: not counted).
+    # Silver's rows and keys, derived from its sums where they equal the source's (None: not
+    # counted, or the sums differ: ``dq`` then counts them in full).
     key_facts: KeyFacts | None = field(default=None, compare=False)
     unbucketed_rows: int = 0  # silver rows with a NULL first key column: no source row has one
 
@@ -249,22 +250,27 @@ def shown_key(names: Sequence[str], values: Sequence[Any]) -> str:
 
 @dataclass(frozen=True)
 class SilverSide:
-    """Silver without the keys changed between the two positions, its bucket sums, and the facts
-    about its keys (None: not counted, see ``silverpass``)."""
+    """Silver without the keys changed between the two positions, and its pass (``silverpass``):
+    the bucket sums, the facts of the changed keys' rows, the rows in no bucket."""
 
     rows: DataFrame
-    sums: Sums
-    facts: KeyFacts | None = None
-    unbucketed_rows: int = 0  # rows with a NULL first key column under range buckets
+    measured: SilverPass
+
+    @property
+    def sums(self) -> Sums:
+        return self.measured.sums
+
+    @property
+    def unbucketed_rows(self) -> int:
+        return self.measured.unbucketed_rows
 
 
 def silver_side(spark: SparkSession, silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
                 changed: Sequence[Key], *, count_keys: bool = True) -> SilverSide:
-    """Silver's side, summed in one pass (``silverpass``) that also counts its rows and keys
-    (``count_keys``)."""
+    """Silver's side, summed in one pass (``silverpass``) that also counts the changed keys'
+    rows (``count_keys``), from which the reconciliation derives silver's key facts."""
     measured = silver_pass(spark, silver, schema, bucketing, changed, count_keys=count_keys)
-    return SilverSide(without_keys(spark, silver, schema, changed), measured.sums, measured.facts,
-                      measured.unbucketed_rows)
+    return SilverSide(without_keys(spark, silver, schema, changed), measured)
 
 
 def _silver_bucket_rows(silver: DataFrame, schema: TableSchema, bucketing: Bucketing,
@@ -336,5 +342,7 @@ def reconcile(conn: pymysql.connections.Connection, side: SourceSide, silver: Si
             keys = key_differences({k: v for k, v in theirs[bucket].items() if k not in skip}, ours[bucket])
         differences.append(BucketDifference(side.bucketing.describe(bucket), there, here, tuple(keys),
                                             drilled=bucket in ours))
-    return Reconciliation(buckets, tuple(differences), len(changed), key_facts=silver.facts,
+    # Facts only where every bucket holds the source's rows; else ``dq`` counts them in full.
+    facts = None if differences else silver.measured.facts_where_equal(schema.key)
+    return Reconciliation(buckets, tuple(differences), len(changed), key_facts=facts,
                           unbucketed_rows=silver.unbucketed_rows)

@@ -1,9 +1,10 @@
 """Every compared table's two sides summed at once, then reconciled.
 
-The source sums its buckets with one query per table on the caller's read view, which keeps a
-MariaDB thread busy for seconds on a large table; Spark sums silver meanwhile, in a background
-thread (a Spark job waits in a py4j call, which releases the GIL). Summed one after the other,
-the two took 4.4 s and 3.3 s for 1M 18-column rows (make bench's customer table).
+The source sums its buckets with one query per table in the read view, which keeps a MariaDB
+thread busy for seconds on a large table: the view's own thread runs them (``sourceview``),
+begun before Spark started, while Spark sums silver here (a Spark job waits in a py4j call,
+which releases the GIL). Summed one after the other, the two took 4.4 s and 3.3 s for 1M
+18-column rows (make bench's customer table).
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import pymysql
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from ..background import Background
 from ..source.introspect import TableSchema
 from .bucketing import Bucketing
-from .reconcile import Reconciliation, SilverSide, reconcile, silver_side, source_side
+from .reconcile import Reconciliation, SilverSide, reconcile, silver_side
+from .sourceview import PendingView
 from .uniqueness import Key
 
 
@@ -34,16 +34,13 @@ class ToReconcile:
     count_keys: bool = True  # also count silver's rows and keys in the pass (``silverpass``)
 
 
-def reconcile_all(conn: pymysql.connections.Connection, spark: SparkSession, tables: Mapping[str, ToReconcile],
+def reconcile_all(view: PendingView, spark: SparkSession, tables: Mapping[str, ToReconcile],
                   drilled: int) -> dict[str, Reconciliation]:
-    """Each of ``tables`` reconciled; ``conn`` holds the read view their bucketing was planned in."""
-
-    def silver_sums() -> dict[str, SilverSide | Reconciliation]:
-        return {name: _silver(spark, table) for name, table in tables.items()}
-
-    pending = Background(silver_sums)
-    sources = {name: source_side(conn, table.schema, table.bucketing) for name, table in tables.items()}
-    silvers = pending.result()
+    """Each of ``tables`` reconciled: silver summed here while ``view``'s thread sums the source,
+    then compared in ``view``'s read view (its bucketing was planned there)."""
+    silvers = {name: _silver(spark, table) for name, table in tables.items()}
+    sources = view.sums()
+    conn = view.opened().conn  # the view's thread is done with it
     outcomes = {}
     for name, table in tables.items():
         silver = silvers[name]

@@ -13,14 +13,18 @@ from .common import start_pipeline
 
 
 def run(ctx: CommandContext, selection: Selection) -> int:
-    from ...quality.dq import run_checks
+    from ...quality.dq import compares_values, run_checks
+    from ...quality.sourceview import PendingView
 
     specs = ctx.specs(selection)
     _import_great_expectations_meanwhile()
-    # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the tables,
-    # and on a lake mounted read-only (an analyst's machine, a checker with read-only rights).
-    spark, _ = start_pipeline(ctx, writes=False)
-    results = run_checks(ctx.config, spark, specs)
+    # The source's read view is opened and summed on a thread of its own while Spark starts
+    # (``sourceview``): neither needs the other until silver is compared.
+    with PendingView(ctx.config.source, specs, compares_values) as view:
+        # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the
+        # tables, and on a lake mounted read-only (an analyst's machine, a checker with read-only rights).
+        spark, _ = start_pipeline(ctx, writes=False)
+        results = run_checks(ctx.config, spark, specs, view=view)
     print_checks(results)
     failed = [r.table for r in results if not r.success]
     ctx.record(RunStatus.FAIL if failed else RunStatus.SUCCESS, results)
