@@ -28,7 +28,8 @@ The source computes this for every row inside one read view, on one server threa
 is the check's: each SQL function call costs the server ~50-100 ns a row. A text column already
 in utf8mb4 is therefore CRC'd as it is (no ``CONVERT``, which copies the value, and no refusal
 to guard against), a NOT NULL column has no ``COALESCE``, and a row's terms are reduced once
-per 48 instead of every three (make bench's 2M-row ``customer``: 8.4-9.0 s -> 4.4 s). Spark's
+per 48 instead of every three (make bench's 2M-row ``customer``, alternating: 7.7-12.8 s ->
+5.8-7.4 s for the bucket sums query). Spark's
 side keeps its NULL guards: a NULL in silver where the source has none must still differ.
 
 The canonical bytes are those silver stores (see ``source.typemap``): the SQL side re-spells the
@@ -73,7 +74,7 @@ SEPARATOR = "|"
 MODULUS = 2**61 - 1  # a prime: a row's fingerprint is its terms' sum modulo it
 TERMS_PER_REDUCTION = 48  # a sum under 2**61 plus 48 terms under 2**57 stays under 2**63
 WEIGHT_BITS = 24  # weights under 2**24 times values under 2**33 + 2 keep every term under 2**57
-WEIGHT_SLOTS = 1 << (WEIGHT_BITS - 1)  # odd weights under 2**27: 2 * slot + 1
+WEIGHT_SLOTS = 1 << (WEIGHT_BITS - 1)  # odd weights under 2**WEIGHT_BITS: 2 * slot + 1
 HIGH_HALF_OFFSET = 1 << (WEIGHT_BITS - 2)  # the slots of BIGINTs' high halves, apart from the columns'
 NULL_VALUE = 2**33  # what NULL reads as: above every integer (+ 2**31) and every CRC-32
 REFUSED_VALUE = 2**33 + 1  # a value the server refused to build (over max_allowed_packet)
