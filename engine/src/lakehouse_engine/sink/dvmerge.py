@@ -133,6 +133,11 @@ def _matches(left: pa.Table, target: pa.Table, key: Sequence[str]) -> pa.Table:
         for k in key:  # older files of a widened column read narrower: compare in the batch's type
             if right[k].type != left[k].type:
                 right = right.set_column(right.schema.get_field_index(k), k, right[k].cast(left[k].type))
+        # Acero builds its hash table from the join's right side and probes it with the left:
+        # the smaller side is built (500k changes against 2M silver rows: 0.15 s against 0.58 s;
+        # a follow cycle's 2k changes: 0.013 s against 0.32 s). An inner join either way round.
+        if left.num_rows <= right.num_rows:
+            return right.join(left, keys=list(key), join_type="inner", use_threads=False)
         return left.join(right, keys=list(key), join_type="inner", use_threads=False)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
         raise Unsupported(f"Arrow cannot compare the key's types ({exc})") from None
