@@ -146,6 +146,19 @@ def test_an_ingest_with_nothing_new_answers_without_spark_and_one_with_a_change_
     assert refused.returncode == 2 and "Java 17 is needed" in refused.stderr  # the check is real: work needs Spark
 
 
+def test_an_ingest_with_only_binlog_to_read_takes_what_its_reader_read_while_spark_started(spark, config, mariadb):
+    done = cli(config, "ingest", "--select", "customers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id = 4")
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'bronze' WHERE customer_id = 5")
+    changed = cli(config, "ingest", "--select", "customers")
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert "binlog rows       2" in changed.stdout
+    this_run = log_text(config).rsplit("binlog: reading", 1)[1]
+    assert "was read ahead while Spark started" in this_run
+    assert_silver_equals_source(spark, config, "customers")
+
+
 def test_a_table_held_by_another_run_is_skipped_as_busy_and_the_others_are_ingested(spark, config, tmp_path):
     with table_locks(project_dir(config) / "target" / "locks", ["customers"]):  # a run in progress
         done = cli(config, "ingest", "--select", "customers", "products", "--results-file", str(tmp_path / "mine.json"))

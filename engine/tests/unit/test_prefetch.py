@@ -52,6 +52,24 @@ def weight_of(n: int) -> int:
     return n
 
 
+def blobs_counted(path: str, count: int, size: int):
+    """``count`` byte strings of ``size`` bytes, each written to ``path`` as it is produced."""
+    for n in range(count):
+        with open(path, "w") as out:
+            out.write(str(n + 1))
+        yield bytes([n % 256]) * size
+
+
+def _produced(path: Path, at_least: int, timeout_s: float = 30) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text() and int(path.read_text()) >= at_least:
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)  # time to run further, were it not held back
+    return int(path.read_text())
+
+
 def test_items_arrive_in_order_across_groups():
     reader = ProcessPrefetcher(partial(numbers, 5000), group_weight=7, depth=2)
 
@@ -135,3 +153,36 @@ def test_the_reader_process_runs_the_collector_at_the_bulk_pace():
     from lakehouse_engine import gcpace
 
     assert list(ProcessPrefetcher(collector_pace)) == [gcpace.BULK]
+
+
+def test_a_byte_budget_passes_every_item_in_order_even_a_group_bigger_than_the_whole_budget(tmp_path):
+    reader = ProcessPrefetcher(partial(blobs_counted, str(tmp_path / "n"), 6, 3 << 20), group_weight=1,
+                               max_bytes=1 << 20)
+
+    assert [len(b) for b in reader] == [3 << 20] * 6
+
+
+def test_a_byte_budget_bounds_how_far_the_reader_runs_ahead_of_its_consumer(tmp_path):
+    progress = tmp_path / "n"
+    reader = ProcessPrefetcher(partial(blobs_counted, str(progress), 100, 600 << 10), group_weight=1,
+                               max_bytes=2 << 20)
+    items = iter(reader)
+    assert len(next(items)) == 600 << 10
+    # Two groups of 600 KiB fill the 2 MiB budget; the third waits for room, the fourth is not made.
+    assert _produced(progress, 3) <= 4
+    assert sum(1 for _ in items) == 99
+
+
+def test_a_started_reader_reads_before_iteration_and_close_stops_it_unread(tmp_path):
+    pid_file = tmp_path / "pid"
+    reader = ProcessPrefetcher(partial(endless_with_pid, str(pid_file)))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (pid_file.exists() and pid_file.read_text()):
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())  # it ran, and nobody iterated
+    reader.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol
 
 import pymysql
 from pyspark.sql import SparkSession
@@ -28,7 +29,6 @@ from ..source.serverids import ServerIds
 from ..state.positions import BinlogPosition, bytes_behind
 from .binlog import BinlogSource, Transaction
 from .commits import Commits, GtidTrail
-from .feed import BinlogFeed
 from .passes import transactions_through
 from .prefetch import ProcessPrefetcher
 from .routing import route
@@ -54,6 +54,16 @@ class RetryPolicy:
         return float(min(self.max_backoff_s, self.first_backoff_s * 2 ** (attempt - 1)))
 
 
+class Feed(Protocol):
+    """Where a catch-up gets its transactions instead of a reader of its own: follow mode's one
+    stream (``feed.BinlogFeed``), or an ingest's reader started ahead (``headstart.HeadStart``)."""
+
+    def transactions(self, source: BinlogSource, start: BinlogPosition,
+                     stop: BinlogPosition) -> Iterator[Transaction]: ...
+
+    def close(self) -> None: ...
+
+
 def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> Iterator[Transaction]:
     """The reader process's work (a module-level function, so that it pickles): every
     transaction up to ``stop``, since the catch-up records the range as read (follow mode's idle
@@ -63,6 +73,22 @@ def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogP
 
 def transaction_weight(transaction: Transaction) -> int:
     return len(transaction.changes) + 1
+
+
+# What a catch-up's reader process may have decoded and not yet handed over, pickled. The
+# consumer stops for each commit (bronze, and every ``HELD_ROWS`` rows silver's merge): a few
+# groups of room (it had 8 groups of 2,000 rows) left the reader blocked for half of each
+# commit. 64 MiB holds about 150k rows of an 18-column table, 3 s of decoding.
+READ_AHEAD_BYTES = 64 << 20
+# The reader is ahead more often than not (it decodes while Spark starts, ``headstart``): it
+# takes the CPU the JVM's start and the consumer leave, as follow mode's reader does.
+READER_NICENESS = 10
+
+
+def range_reader(source: BinlogSource, start: BinlogPosition, stop: BinlogPosition) -> ProcessPrefetcher[Transaction]:
+    """A reader process for the transactions of ``(start, stop]`` (not started yet)."""
+    return ProcessPrefetcher(partial(read_transactions, source, start, stop), weight=transaction_weight,
+                             max_bytes=READ_AHEAD_BYTES, niceness=READER_NICENESS)
 
 
 def purged_tables(conn: pymysql.connections.Connection, captures: Sequence[TableCapture]) -> list[TableCapture]:
@@ -77,6 +103,14 @@ def purged_tables(conn: pymysql.connections.Connection, captures: Sequence[Table
 def server_id(config: ProjectConfig) -> int:
     """The replica server id this process's own binlog reader uses (``source.serverids``)."""
     return ServerIds.of(config.server_ids).own()
+
+
+def binlog_source(config: ProjectConfig, keys: Mapping[str, Sequence[str]], parents: Collection[str],
+                  retry: RetryPolicy) -> BinlogSource:
+    """The binlog reader of the source tables ``keys`` (each to its key columns) and of the
+    cascades' ``parents``, on this process's server id."""
+    return BinlogSource(config.source, server_id(config), config.source.database, keys,
+                        read_timeout=retry.read_timeout_s, parents=parents)
 
 
 class _Progress:
@@ -107,11 +141,12 @@ class CatchUp:
     """Reads the binlog from the lowest table position to ``stop`` and commits each table."""
 
     def __init__(self, config: ProjectConfig, spark: SparkSession, run_id: str, retry: RetryPolicy,
-                 gtid_known: tuple[BinlogPosition, str] | None = None, feed: BinlogFeed | None = None,
+                 gtid_known: tuple[BinlogPosition, str] | None = None, feed: Feed | None = None,
                  merge_silver: Callable[[TableCapture], None] | None = None):
         """``gtid_known``: a binlog position and the GTID position there, from an earlier catch-up
         (asking the server costs it a read of the binlog file up to the position). ``feed``: a
-        binlog reader kept across catch-ups (follow mode), instead of one per catch-up.
+        binlog reader kept across catch-ups (follow mode), or started ahead (an ingest's head
+        start), instead of one per catch-up.
         ``merge_silver``: merges a table's batches held in ``recent`` into silver (see
         ``Commits._hold``); without it, silver reads batches beyond what may be held from bronze."""
         self.config = config
@@ -173,11 +208,8 @@ class CatchUp:
             progress.flushed()
 
     def _source(self, active: Sequence[TableCapture]) -> BinlogSource:
-        return BinlogSource(
-            self.config.source, server_id(self.config), self.config.source.database,
-            {c.schema.table: c.schema.key for c in active}, read_timeout=self.retry.read_timeout_s,
-            parents={cascade.parent_table for c in active for cascade in c.cascades},
-        )
+        return binlog_source(self.config, {c.schema.table: c.schema.key for c in active},
+                             {cascade.parent_table for c in active for cascade in c.cascades}, self.retry)
 
     def _transactions(self, source: BinlogSource, start: BinlogPosition,
                       stop: BinlogPosition) -> Iterator[Transaction]:
@@ -190,8 +222,7 @@ class CatchUp:
                 if self.feed is not None:
                     reader = self.feed.transactions(source, position, stop)
                 else:
-                    reader = ProcessPrefetcher(partial(read_transactions, source, position, stop),
-                                               weight=transaction_weight)
+                    reader = range_reader(source, position, stop)
                 for transaction in reader:
                     attempt = 0
                     position = transaction.end

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql import SparkSession
 
-from ..cdc.capture import CatchUp, RetryPolicy
-from ..cdc.feed import BinlogFeed
+from ..cdc.capture import CatchUp, Feed, RetryPolicy
+from ..cdc.headstart import HeadStart
 from ..cdc.tablecapture import TableCapture, as_table_error, new_capture, resume_position
 from ..config.project import Layer, ProjectConfig
 from ..errors import FatalError, IngestError, SourceUnavailableError
@@ -95,9 +95,10 @@ class Pipeline:
     per cycle): what it read of each table is kept between them."""
 
     def __init__(self, config: ProjectConfig, spark: SparkSession | RestingSpark, run_id: str,
-                 retry: RetryPolicy | None = None, feed: BinlogFeed | None = None):
+                 retry: RetryPolicy | None = None, feed: Feed | None = None):
         """``feed``: one binlog reader for every catch-up of this pipeline (follow mode), which
-        decodes on while the lake is written; :meth:`close` stops it. ``spark``: a
+        decodes on while the lake is written, or a catch-up's reader started before Spark
+        (``cdc.headstart``, whose range then sets the stop); :meth:`close` stops it. ``spark``: a
         :class:`RestingSpark` lets the pipeline's session rest between ingests (:meth:`rest`)."""
         self.config = config
         self.feed = feed
@@ -158,8 +159,9 @@ class Pipeline:
             run_preflight(conn)
             for table in tables:
                 self._start_table(conn, table, full_refresh, require_snapshot)
-            seen_at = time.time() if stop is None else None  # just before: never later than the read
-            stop = stop or current_position(conn)
+            seen_at = None
+            if stop is None:
+                stop, seen_at = self._stop(conn, tables)
             self._finish_tables(conn, tables, stop, frozenset(hold_idle), seen_at)
         except SOURCE_LOST as exc:  # the source went away (or refused) mid-run: each table still going stops
             for table in tables:
@@ -208,6 +210,19 @@ class Pipeline:
         return max(resume, read)
 
     # -- the steps of a run ----------------------------------------------------------
+
+    def _stop(self, conn: pymysql.connections.Connection, tables: Sequence[_Table]) -> tuple[BinlogPosition, float]:
+        """Where the catch-up reads to, and the Unix time that was the source's head: the head
+        now, or the one a reader started ahead reads to when the catch-up starts where it does
+        (then the run reads what it would have read had it started a few seconds sooner)."""
+        ahead = self.feed if isinstance(self.feed, HeadStart) else None
+        starts = [resume_position(t.checkpoint) for t in tables
+                  if t.ok and t.spec.followed and t.checkpoint is not None]
+        known = [p for p in starts if p is not None]
+        if ahead is not None and known and len(known) == len(starts) and min(known) == ahead.start:
+            return ahead.stop, ahead.seen_at
+        seen_at = time.time()  # just before: never later than the read
+        return current_position(conn), seen_at
 
     def _start_table(self, conn: pymysql.connections.Connection, table: _Table, full_refresh: bool,
                      require_snapshot: bool) -> None:

@@ -15,6 +15,7 @@ from ..results import MaintenanceResult, RunStatus
 if TYPE_CHECKING:  # Spark and the pipeline are imported only by the commands that use them
     from pyspark.sql import SparkSession
 
+    from ...cdc.headstart import HeadStart
     from ...tables import TableSpec
     from ..pipeline import Pipeline
 
@@ -38,11 +39,12 @@ def lake_spark(config: ProjectConfig, *, long_running: bool = False,
 
 
 def start_pipeline(ctx: CommandContext, *, long_running: bool = False, preflighted: bool = False,
-                   writes: bool = True) -> tuple[SparkSession, Pipeline]:
+                   writes: bool = True, head_start: HeadStart | None = None) -> tuple[SparkSession, Pipeline]:
     """Spark and the pipeline; a ``long_running`` one (follow) keeps one binlog reader, and its
     session may rest while idle (``sink.resting``). ``preflighted``: the source's setup was
     checked already by this invocation; ``writes``: False for a command that only reads the
-    lake (``dq``), which then runs on a read-only one."""
+    lake (``dq``), which then runs on a read-only one. ``head_start``: the catch-up's reader,
+    started before Spark (``cdc.headstart``); the caller closes it."""
     from ...cdc.feed import BinlogFeed
     from ...sink.resting import RestingSpark, can_rest
     from ...sink.spark import get_spark
@@ -59,7 +61,7 @@ def start_pipeline(ctx: CommandContext, *, long_running: bool = False, preflight
                        writes=writes)
     restart = (lambda: get_spark(config, long_running=True)) if long_running and can_rest(config) else None
     return spark, Pipeline(config, RestingSpark(spark, restart), ctx.invocation.id,
-                           feed=BinlogFeed() if long_running else None)
+                           feed=BinlogFeed() if long_running else head_start)
 
 
 def each_table(config: ProjectConfig, specs: Sequence[TableSpec],

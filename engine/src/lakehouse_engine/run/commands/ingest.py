@@ -14,6 +14,7 @@ from ..results import RunStatus, TableResult
 from .common import start_pipeline
 
 if TYPE_CHECKING:
+    from ...cdc.headstart import HeadStart
     from ...tables import TableSpec
     from ..locks import TableBusy
 
@@ -47,14 +48,18 @@ def _ingest(ctx: CommandContext, specs: Sequence[TableSpec], options: IngestOpti
 
     if options.full_refresh:
         confirm_full_refresh(specs, options.yes)
-    results = None if options.full_refresh else _when_idle(ctx, specs)
+    results, head_start = (None, None) if options.full_refresh else _before_spark(ctx, specs)
     if results is not None:
         return results
-    _, pipeline = start_pipeline(ctx, preflighted=not options.full_refresh)
     try:
-        return pipeline.ingest(specs, full_refresh=options.full_refresh)
-    except TablesFailed as some_failed:
-        return some_failed.results
+        _, pipeline = start_pipeline(ctx, preflighted=not options.full_refresh, head_start=head_start)
+        try:
+            return pipeline.ingest(specs, full_refresh=options.full_refresh)
+        except TablesFailed as some_failed:
+            return some_failed.results
+    finally:
+        if head_start is not None:
+            head_start.close()
 
 
 def _skipped(busy: TableBusy) -> TableResult:
@@ -89,13 +94,16 @@ def confirm_full_refresh(specs: Sequence[TableSpec], yes: bool) -> None:
         raise ConfigError(f"not refreshed: {names} left as they are (answer yes, or pass --yes)", setting="--yes")
 
 
-def _when_idle(ctx: CommandContext, specs: Sequence[TableSpec]) -> list[TableResult] | None:
-    """The results of a run with nothing to do, found without Spark (``run.idle``); the source's
-    setup is checked first, as every ingest checks it."""
+def _before_spark(ctx: CommandContext, specs: Sequence[TableSpec]) -> tuple[list[TableResult] | None, HeadStart | None]:
+    """What the lake's commit files and the source tell before Spark starts (``run.idle``): the
+    results of a run with nothing to do, or else the catch-up's reader started ahead where the
+    run has only binlog to read; the source's setup is checked first, as every ingest checks it."""
+    from ...cdc.capture import RetryPolicy
     from ...source.connection import connection
     from ...source.preflight import run_preflight
-    from ..idle import idle_results
+    from ..idle import head_start, idle_results
 
     with connection(ctx.config.source) as conn:
         run_preflight(conn)
-        return idle_results(ctx.config, specs, conn)
+        results = idle_results(ctx.config, specs, conn)
+        return results, None if results is not None else head_start(ctx.config, specs, conn, RetryPolicy())
