@@ -98,12 +98,16 @@ def _before_spark(ctx: CommandContext, specs: Sequence[TableSpec]) -> tuple[list
     """What the lake's commit files and the source tell before Spark starts (``run.idle``): the
     results of a run with nothing to do, or else the catch-up's reader started ahead where the
     run has only binlog to read; the source's setup is checked first, as every ingest checks it."""
-    from ...cdc.capture import RetryPolicy
     from ...source.connection import connection
     from ...source.preflight import run_preflight
-    from ..idle import head_start, idle_results
+    from ..idle import idle_results
 
     with connection(ctx.config.source) as conn:
         run_preflight(conn)
         results = idle_results(ctx.config, specs, conn)
-        return results, None if results is not None else head_start(ctx.config, specs, conn, RetryPolicy())
+        if results is not None:
+            return results, None
+        from ...cdc.capture import RetryPolicy
+        from ..readahead import head_start
+
+        return None, head_start(ctx.config, specs, conn, RetryPolicy())
