@@ -30,8 +30,7 @@ def idle_results(config: ProjectConfig, specs: Sequence[TableSpec],
     if not localfiles.is_local(config.lake_root):
         return None
     head = current_position(conn)
-    states = [read_local(s.name, config.table_path(Layer.BRONZE, s.name), config.table_path(Layer.SILVER, s.name))
-              for s in specs]
+    states = [local_state(config, s) for s in specs]
     if not all(_idle(spec, state, head) for spec, state in zip(specs, states, strict=True)):
         return None
     log.info("nothing new for %s: the source's binlog head %s is where they stand; Spark not started",
@@ -45,11 +44,22 @@ def idle_results(config: ProjectConfig, specs: Sequence[TableSpec],
     return results
 
 
+def local_state(config: ProjectConfig, spec: TableSpec) -> TableState:
+    """``spec``'s state on a local lake, from its commit files alone."""
+    return read_local(spec.name, config.table_path(Layer.BRONZE, spec.name), config.table_path(Layer.SILVER, spec.name))
+
+
+def in_binlog_phase(state: TableState) -> bool:
+    """Whether the table reads nothing but binlog from its checkpoint's position: past its
+    snapshot, and not in the middle of a refresh."""
+    cp = state.checkpoint
+    return (cp is not None and cp.phase == Phase.BINLOG and cp.snapshot is None and cp.position is not None
+            and not state.refreshing)
+
+
 def _idle(spec: TableSpec, state: TableState, head: BinlogPosition) -> bool:
     cp = state.checkpoint
-    if cp is None or cp.phase != Phase.BINLOG or cp.snapshot is not None or cp.position is None:
-        return False
-    if state.silver_batch != cp.batch or state.refreshing:
+    if cp is None or not in_binlog_phase(state) or state.silver_batch != cp.batch:
         return False
     # Exactly at the head: a position past it means the source's binlog was reset or replaced,
     # which the ordinary path reports; a snapshot-only table, once copied, stays so.

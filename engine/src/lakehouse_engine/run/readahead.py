@@ -16,14 +16,13 @@ import pymysql
 
 from ..cdc.capture import RetryPolicy, binlog_source
 from ..cdc.headstart import HeadStart
-from ..config.project import Layer, ProjectConfig
+from ..config.project import ProjectConfig
 from ..sink.log import localfiles
 from ..source.cascades import find_cascades
 from ..source.connection import current_position
 from ..source.introspect import describe_table
-from ..state.checkpoint import Phase
 from ..tables import TableSpec
-from .status import read_local
+from .idle import in_binlog_phase, local_state
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +40,9 @@ def head_start(config: ProjectConfig, specs: Sequence[TableSpec], conn: pymysql.
     starts, keys = [], {}
     try:
         for spec in specs:
-            state = read_local(spec.name, config.table_path(Layer.BRONZE, spec.name),
-                               config.table_path(Layer.SILVER, spec.name))
+            state = local_state(config, spec)
             cp = state.checkpoint
-            if (cp is None or cp.phase != Phase.BINLOG or cp.snapshot is not None or cp.position is None
-                    or state.refreshing):
+            if cp is None or cp.position is None or not in_binlog_phase(state):
                 return None
             if not spec.followed:
                 continue
