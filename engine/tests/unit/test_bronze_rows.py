@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from lakehouse_engine.cdc.binlog import RowChange
+from lakehouse_engine.cdc.binlog import RowChange, RowImages, row_images
 from lakehouse_engine.cdc.routing import bronze_rows
 from lakehouse_engine.cdc.tablecapture import TableCapture
 from lakehouse_engine.errors import FatalError
@@ -27,10 +27,10 @@ END = BinlogPosition("mysql-bin.000007", 1234)
 
 def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
     capture = TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
-                           END, None, row_converter(SCHEMA, "binlog"))
+                           END, None, row_converter(SCHEMA, "image"))
     changes = [RowChange("t", Op.DELETE, {"id": 1, "note": "a"}, END, 1, 1_700_000_000),
                RowChange("t", Op.UPDATE, {"id": 2, "note": "b"}, END, 2, 1_700_000_000)]
-    rows = bronze_rows(capture, changes, "run-1")
+    rows = bronze_rows(capture, row_images(changes), "run-1")
     meta = bronze.META_COLUMNS
     first, second = (dict(zip(("id", "note", *meta), row, strict=True)) for row in rows)
     assert (first["_op"], first["_seq"]) == ("d", sequence(END, 1))
@@ -43,18 +43,19 @@ def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
 
 def _capture(project: bool = False) -> TableCapture:
     return TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
-                        END, None, row_converter(SCHEMA, "binlog"), project=project)
+                        END, None, row_converter(SCHEMA, "image"), project=project)
 
 
 def test_a_row_image_with_other_columns_than_the_table_stops_it_as_a_schema_change():
     for values in ({"id": 1}, {"id": 1, "note": "a", "added": 2}, {"id": 1, "other": "a"}):
         with pytest.raises(FatalError, match="schema change .*has columns"):
-            bronze_rows(_capture(), [RowChange("t", Op.UPDATE, values, END, 1, 1_700_000_000)], "run-1")
+            bronze_rows(_capture(), row_images([RowChange("t", Op.UPDATE, values, END, 1, 1_700_000_000)]), "run-1")
 
 
 def test_under_on_schema_change_ignore_a_row_is_cut_to_the_lakes_columns():
-    rows = bronze_rows(_capture(project=True), [RowChange("t", Op.INSERT, {"id": 1, "added": 2}, END, 1, 0),
-                                                RowChange("t", Op.INSERT, {"id": 2, "note": "b"}, END, 2, 0)], "r")
+    events = row_images([RowChange("t", Op.INSERT, {"id": 1, "added": 2}, END, 1, 0),
+                         RowChange("t", Op.INSERT, {"id": 2, "note": "b"}, END, 2, 0)])
+    rows = bronze_rows(_capture(project=True), events, "r")
     assert [row[:2] for row in rows] == [(1, None), (2, "b")]
 
 
@@ -64,8 +65,21 @@ def test_rows_of_several_events_and_transactions_keep_each_ones_position_and_tim
                RowChange("t", Op.INSERT, {"id": 2, "note": "b"}, later, 1, 200),
                RowChange("t", Op.INSERT, {"id": 3, "note": "c"}, later, 2, 200)]
     rows = [dict(zip(("id", "note", *bronze.META_COLUMNS), row, strict=True))
-            for row in bronze_rows(_capture(), changes, "run-1")]
+            for row in bronze_rows(_capture(), row_images(changes), "run-1")]
     assert [r["_seq"] for r in rows] == [sequence(END, 1), sequence(later, 1), sequence(later, 2)]
     assert [(r["_source_file"], r["_source_pos"]) for r in rows] == [
         ("mysql-bin.000007", 1234), ("mysql-bin.000008", 4), ("mysql-bin.000008", 4)]
     assert [r["_source_ts"] for r in rows] == [dt.datetime.fromtimestamp(t, dt.UTC) for t in (100, 200, 200)]
+
+
+def test_an_image_whose_columns_come_in_another_order_is_laid_out_by_name():
+    (event,) = row_images([RowChange("t", Op.INSERT, {"note": "a", "id": 1}, END, 1, 0)])
+    assert event.columns == ("note", "id")
+    assert [row[:2] for row in bronze_rows(_capture(), [event], "r")] == [(1, "a")]
+
+
+def test_images_of_one_event_read_as_events_of_their_own_keep_their_row_index_in_seq():
+    # What the exactly-once filter leaves of an event whose middle image is in a chunk's read.
+    first, third = (RowImages("t", "u", ((i, "x"),), ("id", "note"), END, 0, i) for i in (1, 3))
+    rows = bronze_rows(_capture(), [first, third], "r")
+    assert [row[3] for row in rows] == [sequence(END, 1), sequence(END, 3)]

@@ -19,7 +19,7 @@ def change(op: str, key: int, offset: int, index: int = 1, table: str = "t") -> 
 
 
 def tx(end: int, *changes: RowChange, **extra) -> Transaction:
-    return Transaction(tuple(changes), at(end), **extra)
+    return Transaction.of_changes(changes, at(end), **extra)
 
 
 def silver(position: int, window_end: int | None = None) -> SilverState:

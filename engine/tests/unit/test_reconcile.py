@@ -101,13 +101,13 @@ def change(table: str, op: str, values: dict, offset: int, index: int = 1) -> Ro
 def test_changed_keys_are_those_of_the_table_inside_the_window_with_both_keys_of_a_key_change():
     schema = TableSchema("db", "t", (ID, NAME), ("id",))
     transactions = [
-        Transaction((change("t", "u", {"id": 1, "name": "x"}, 10),), at(10)),  # at the low end: applied
-        Transaction((change("t", "d", {"id": 2, "name": "x"}, 20, 1),
+        Transaction.of_changes((change("t", "u", {"id": 1, "name": "x"}, 10),), at(10)),  # at the low end: applied
+        Transaction.of_changes((change("t", "d", {"id": 2, "name": "x"}, 20, 1),
                      change("t", "u", {"id": 3, "name": "x"}, 20, 2)), at(20)),  # id 2 -> 3
-        Transaction((change("other", "c", {"id": 4}, 30),), at(30)),
-        Transaction((change("t", "c", {"id": 5, "name": "x"}, 40), change("t", "u", {"id": 5, "name": "y"}, 40, 2)),
-                    at(40)),
-        Transaction((change("t", "c", {"id": 6, "name": "x"}, 50),), at(50)),  # past the high end
+        Transaction.of_changes((change("other", "c", {"id": 4}, 30),), at(30)),
+        Transaction.of_changes((change("t", "c", {"id": 5, "name": "x"}, 40),
+                                change("t", "u", {"id": 5, "name": "y"}, 40, 2)), at(40)),
+        Transaction.of_changes((change("t", "c", {"id": 6, "name": "x"}, 50),), at(50)),  # past the high end
     ]
     assert changed_keys(transactions, "t", at(10), at(40), schema) == [(2,), (3,), (5,)]
 
@@ -116,7 +116,7 @@ def test_changed_keys_are_spelled_as_silver_stores_them():
     padded = ColumnInfo("code", "binary", "binary(4)", False)
     schema = TableSchema("db", "t", (padded,), ("code",))
     # The binlog strips BINARY(n)'s trailing zero bytes; silver (and SELECT) keep all n.
-    transactions = [Transaction((change("t", "c", {"code": b"ab"}, 10),), at(10))]
+    transactions = [Transaction.of_changes((change("t", "c", {"code": b"ab"}, 10),), at(10))]
     assert changed_keys(transactions, "t", at(0), at(10), schema) == [(b"ab\x00\x00",)]
 
 

@@ -204,18 +204,43 @@ def _change(key: int, pos: int):
     return RowChange("orders", "u", {"id": key}, BinlogPosition(FILE, pos), 1, 0)
 
 
+def _kept(capture, changes):
+    from lakehouse_engine.cdc.binlog import row_images
+
+    return [c for event in after_watermarks(capture, list(row_images(changes))) for c in event.changes()]
+
+
 def test_a_change_already_in_its_chunks_snapshot_is_dropped_and_a_later_one_kept():
     capture = _capture({0: 100, 1: 500, 2: 300})
     changes = [_change(5, 100), _change(5, 101), _change(15, 400), _change(15, 500), _change(15, 501),
                _change(25, 299), _change(25, 350)]
-    kept = after_watermarks(capture, changes)
+    kept = _kept(capture, changes)
     assert [(c.values["id"], c.position.offset) for c in kept] == [(5, 101), (15, 501), (25, 350)]
+
+
+def test_an_event_whose_middle_image_is_in_its_chunks_read_keeps_the_others_with_their_row_index():
+    from lakehouse_engine.cdc.binlog import RowChange
+
+    capture = _capture({0: 100, 1: 500, 2: 300})
+    at = BinlogPosition(FILE, 200)  # chunk 0 was read before it, chunk 1 after it
+    changes = [RowChange("orders", "u", {"id": key}, at, i, 0) for i, key in enumerate((1, 2, 15, 3), 1)]
+    kept = _kept(capture, changes)
+    assert [(c.values["id"], c.row_index) for c in kept] == [(1, 1), (2, 2), (3, 4)]
+
+
+def test_an_image_without_its_key_columns_stops_the_table_as_a_schema_change():
+    from lakehouse_engine.cdc.binlog import RowChange
+    from lakehouse_engine.errors import FatalError
+
+    capture = _capture({0: 100, 1: 500, 2: 300})
+    with pytest.raises(FatalError, match="schema change .*lacks key columns"):
+        _kept(capture, [RowChange("orders", "u", {"other": 1}, BinlogPosition(FILE, 50), 1, 0)])
 
 
 def test_past_the_highest_watermark_every_change_is_kept():
     capture = _capture({0: 100, 1: 500, 2: 300})
     changes = [_change(5, 600), _change(15, 501)]
-    assert after_watermarks(capture, changes) == changes
+    assert _kept(capture, changes) == changes
 
 
 def test_a_chunk_to_be_read_again_drops_every_change_of_its_keys_even_past_the_other_watermarks():
@@ -223,7 +248,7 @@ def test_a_chunk_to_be_read_again_drops_every_change_of_its_keys_even_past_the_o
     # at a position past every change read now, so that read holds all of them.
     capture = _capture({0: 100, 2: 300})
     changes = [_change(5, 101), _change(15, 50), _change(15, 900), _change(25, 301)]
-    kept = after_watermarks(capture, changes)
+    kept = _kept(capture, changes)
     assert [(c.values["id"], c.position.offset) for c in kept] == [(5, 101), (25, 301)]
 
 
@@ -231,24 +256,26 @@ def test_without_a_locator_at_least_once_keeps_every_change():
     capture = _capture({0: 100, 1: 500, 2: 300})
     capture.locator = None
     changes = [_change(5, 50), _change(15, 100)]
-    assert after_watermarks(capture, changes) == changes
+    assert _kept(capture, changes) == changes
 
 
-def test_a_transaction_crosses_the_process_boundary_whole_with_its_changes_still_row_changes():
+def test_a_transaction_crosses_the_process_boundary_whole_with_its_row_images_as_they_were():
     import datetime as dt
     import pickle
     from decimal import Decimal
 
-    from lakehouse_engine.cdc.binlog import ParentChange, RowChange, SchemaChange, TableProblem, Transaction
+    from lakehouse_engine.cdc.binlog import ParentChange, RowChange, RowImages, SchemaChange, TableProblem, Transaction
     from lakehouse_engine.ops import Op
 
     end = BinlogPosition(FILE, 900)
     values = {"id": 1, "price": Decimal("9.99"), "at": dt.datetime(2026, 1, 2, 3, 4, 5), "note": None}
-    transaction = Transaction(
+    transaction = Transaction.of_changes(
         (RowChange("t", Op.DELETE, values, end, 1, 7), RowChange("t", Op.UPDATE, {**values, "id": 2}, end, 2, 7)),
         end, (SchemaChange("t", "ALTER TABLE t ADD c INT", end),), (TableProblem("u", "statement-logged", end),),
         "0-1-5", 7, (ParentChange("p", {"id": 1}, None, end, 7, True),))
     back = pickle.loads(pickle.dumps(transaction, protocol=pickle.HIGHEST_PROTOCOL))
     assert back == transaction
+    assert [type(event) for event in back.events] == [RowImages]  # one event: one position, consecutive rows
+    assert back.events[0].ops == "du" and back.events[0].columns == ("id", "price", "at", "note")
     assert all(type(change) is RowChange for change in back.changes)
     assert back.changes[1].values["id"] == 2 and back.changes[0].op is Op.DELETE and back.changes[0].position == end

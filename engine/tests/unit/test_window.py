@@ -103,8 +103,9 @@ def test_no_change_keeps_the_rows_as_selected():
 
 
 def test_the_window_keeps_its_tables_changes_in_binlog_order():
-    first = Transaction((change(Op.INSERT, 1, "a", 10), change(Op.INSERT, 9, "o", 10, table="other")), at(20))
-    second = Transaction((change(Op.DELETE, 1, "a", 30),), at(40))
+    first = Transaction.of_changes((change(Op.INSERT, 1, "a", 10), change(Op.INSERT, 9, "o", 10, table="other")),
+                                   at(20))
+    second = Transaction.of_changes((change(Op.DELETE, 1, "a", 30),), at(40))
     assert [(c.op, c.position) for c in changes_in([first, second], "t", 3)] == [
         (Op.INSERT, at(10)), (Op.DELETE, at(30))]
 
@@ -183,7 +184,7 @@ class ShortReads:
         end = self.stops[min(len(self.reads), len(self.stops)) - 1]
         self.reached = at(end)
         if at(end) > start:
-            yield Transaction((change(Op.UPDATE, 1, f"v{end}", end),), at(end))
+            yield Transaction.of_changes((change(Op.UPDATE, 1, f"v{end}", end),), at(end))
 
 
 def test_a_window_read_that_stops_short_of_the_high_watermark_reads_on(monkeypatch):

@@ -72,7 +72,7 @@ def read_transactions(source: BinlogSource, start: BinlogPosition, stop: BinlogP
 
 
 def transaction_weight(transaction: Transaction) -> int:
-    return len(transaction.changes) + 1
+    return transaction.rows + 1
 
 
 # What a catch-up's reader process may have decoded and not yet handed over, pickled. The

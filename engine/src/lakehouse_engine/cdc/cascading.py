@@ -138,7 +138,7 @@ class ChildState:
 
 
 def derive(columns: Sequence[str], key: Sequence[str], current: Iterable[tuple[Any, ...]],
-           batch: Sequence[tuple[Any, ...]], pending: Sequence[Pending], convert: Mapping[str, Callable[[Any], Any]],
+           batch: Iterable[tuple[Any, ...]], pending: Sequence[Pending], convert: Mapping[str, Callable[[Any], Any]],
            meta: Meta, stale: Stale | None = None) -> list[tuple[Any, ...]]:
     """The bronze rows the ``pending`` cascades derive, in binlog order.
 

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from ..config.project import Layer, ProjectConfig
 from ..sink import bronze
+from ..sink.arrows import arrow_schema
 from ..sink.silver import HELD_ROWS
 from ..source.cascades import Cascade
 from ..source.connection import gtid_position_at
@@ -29,6 +30,7 @@ from ..state.checkpoint import Phase
 from ..state.positions import BinlogPosition, after_transaction
 from . import cascading
 from .binlog import Transaction
+from .bronzerows import BronzeRows
 from .routing import meta, read_with
 from .tablecapture import TableCapture, as_table_error
 
@@ -134,15 +136,17 @@ class Commits:
     def _commit(self, capture: TableCapture, target: BinlogPosition, synced_at: float | None) -> None:
         checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at, self.gtid.text(target))
         try:
+            source = spark_schema(capture.schema)
+            rows = capture.rows.to_arrow(arrow_schema(bronze.bronze_schema(source)), len(source.fields))
             written = bronze.append_batch(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),
-                                          capture.rows, spark_schema(capture.schema), checkpoint)
+                                          rows, source, checkpoint)
         except Exception as exc:  # one table's failed commit never stops the others
             capture.fail(as_table_error(exc, capture.spec.name, self.config.lake_root))
             return
         capture.binlog_rows += len(capture.rows)
         capture.checkpoint = checkpoint
         capture.start = target
-        capture.rows = []
+        capture.rows = BronzeRows()
         if capture.locator is not None and checkpoint.snapshot is None:
             capture.locator = None
         self._hold(capture, checkpoint.batch, written)
@@ -166,7 +170,7 @@ class Commits:
         if derived:
             log.info("%s: %d row(s) changed by %d cascading parent change(s) derived", capture.spec.name,
                      len(derived), len(pending))
-        capture.rows.extend(derived)
+        capture.rows.add_rows(derived, len(schema.columns))
 
     def _hold(self, capture: TableCapture, batch: int, written: pa.Table) -> None:
         """Keep the bronze batch just committed for silver. Once the held batches reach

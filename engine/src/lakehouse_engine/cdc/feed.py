@@ -41,7 +41,7 @@ StartReader = Callable[[BinlogSource, BinlogPosition], Iterator[Item]]
 
 def item_weight(item: Item) -> int:
     """A marker fills its message, so that it is sent at once, not after the next rows."""
-    return GROUP_WEIGHT if isinstance(item, Reached) else len(item.changes) + 1
+    return GROUP_WEIGHT if isinstance(item, Reached) else item.rows + 1
 
 
 def process_reader(source: BinlogSource, start: BinlogPosition) -> Iterator[Item]:

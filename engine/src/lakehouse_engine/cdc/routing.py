@@ -10,8 +10,9 @@ DML, an incomplete row image) stops it, and every child whose cascades it hides.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from ..errors import IngestError
@@ -19,7 +20,8 @@ from ..ops import Op
 from ..source.keyorder import selected_key
 from ..state.positions import MAX_ROW_INDEX, BinlogPosition, sequence
 from . import cascading
-from .binlog import RowChange, Transaction
+from .binlog import RowImages, Transaction
+from .bronzerows import BronzeRows
 from .tablecapture import TableCapture, schema_changed, table_stopped
 
 
@@ -59,16 +61,16 @@ def _hold_parent_changes(transaction: Transaction, by_source: Mapping[str, Table
 
 
 def _buffer_rows(transaction: Transaction, by_source: Mapping[str, TableCapture], run_id: str) -> int:
-    changes: dict[str, list[RowChange]] = {}
-    for change in transaction.changes:
-        capture = by_source.get(change.table)
-        if capture is not None and capture.failure is None and change.position > capture.start:
-            changes.setdefault(change.table, []).append(change)
+    events: dict[str, list[RowImages]] = {}
+    for event in transaction.events:
+        capture = by_source.get(event.table)
+        if capture is not None and capture.failure is None and event.position > capture.start:
+            events.setdefault(event.table, []).append(event)
     added = 0
-    for table, rows in changes.items():
+    for table, mine in events.items():
         capture = by_source[table]
         try:
-            new_rows = bronze_rows(capture, after_watermarks(capture, rows), run_id)
+            new_rows = bronze_rows(capture, after_watermarks(capture, mine), run_id)
         except IngestError as exc:
             capture.fail(exc)
             continue
@@ -77,21 +79,54 @@ def _buffer_rows(transaction: Transaction, by_source: Mapping[str, TableCapture]
     return added
 
 
-def after_watermarks(capture: TableCapture, changes: list[RowChange]) -> list[RowChange]:
+def after_watermarks(capture: TableCapture, events: list[RowImages]) -> list[RowImages]:
     """Exactly-once: drop a change its chunk's snapshot read already contains (a change at or
-    before the high watermark of the chunk its key falls in)."""
+    before the high watermark of the chunk its key falls in). An event some of whose images
+    are dropped becomes one per run of images kept, each with its first row index."""
     progress = capture.checkpoint.snapshot
     if capture.locator is None or progress is None:
-        return changes
+        return events
     # A chunk to be read again (a DDL came while it was read) will contain every change before
     # that read: drop them all until then.
-    window = changes if not progress.complete else [c for c in changes if c.position <= progress.high_watermark]
+    window = events if not progress.complete else [e for e in events if e.position <= progress.high_watermark]
     if not window:
-        return changes
-    keys = [tuple(c.values[k] for k in capture.schema.key) for c in window]
-    stale = {id(change) for change, gone in zip(window, read_with(capture, keys, [c.position for c in window]),
-                                               strict=True) if gone}
-    return [c for c in changes if id(c) not in stale]
+        return events
+    keys: list[tuple[Any, ...]] = []
+    positions: list[BinlogPosition] = []
+    for event in window:
+        missing = [k for k in capture.schema.key if k not in event.columns]
+        if missing:
+            raise schema_changed(capture.spec.name, f"a row at {event.position} lacks key columns {missing}",
+                                 event.position)
+        pick = itemgetter(*(event.columns.index(k) for k in capture.schema.key))
+        keys.extend(tuple(pick(image)) if len(capture.schema.key) > 1 else (pick(image),) for image in event.images)
+        positions.extend([event.position] * len(event.images))
+    stale = iter(read_with(capture, keys, positions))
+    inside = {id(e) for e in window}
+    kept: list[RowImages] = []
+    for event in events:
+        if id(event) not in inside:
+            kept.append(event)
+            continue
+        run: list[int] = []  # indexes into the event's images of the run being kept
+        for i in range(len(event.images)):
+            if not next(stale):
+                run.append(i)
+                continue
+            kept.extend(_run(event, run))
+            run = []
+        kept.extend(_run(event, run))
+    return kept
+
+
+def _run(event: RowImages, run: list[int]) -> list[RowImages]:
+    """The images ``run`` (consecutive indexes) of ``event`` as an event of their own."""
+    if not run:
+        return []
+    if len(run) == len(event.images):
+        return [event]
+    lo, hi = run[0], run[-1] + 1
+    return [event._replace(ops=event.ops[lo:hi], images=event.images[lo:hi], first=event.first + lo)]
 
 
 def read_with(capture: TableCapture, keys: Sequence[tuple[Any, ...]],
@@ -112,39 +147,53 @@ def read_with(capture: TableCapture, keys: Sequence[tuple[Any, ...]],
     return stale
 
 
-def bronze_rows(capture: TableCapture, changes: Sequence[RowChange], run_id: str) -> list[tuple[Any, ...]]:
-    """The bronze rows of ``changes``: each one's values in the table's column order, then the
-    meta columns (:func:`meta_values`). One loop, since it bounds a catch-up's consuming
-    thread: the meta values that rows share (an event's position and ``_seq`` base, a
-    transaction's timestamp, the ingest time, the batch) are made once, not per row."""
-    names = capture.schema.column_names
-    expected = frozenset(names)
+def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str) -> BronzeRows:
+    """The bronze rows of ``events``: each image's values in the table's column order, then the
+    meta columns (:func:`meta_values`), a run of :class:`BronzeRows` per event. It bounds a
+    catch-up's consuming thread: the meta values an event's rows share (its position, file and
+    offset, its timestamp, the ingest time, the batch) are made once per event, and an image
+    needs only its columns' conversions when its columns are the table's, in its order (checked
+    once per layout: the reader shares one ``columns`` tuple between the events of a table map)."""
     convert = capture.convert
     batch = capture.checkpoint.batch + 1
     ingested = dt.datetime.now(dt.UTC)
-    rows: list[tuple[Any, ...]] = []
-    position: BinlogPosition | None = None
-    base = 0  # the event's _seq with row index 0, as an int: Decimal sums round to 28 digits
+    rows = BronzeRows()
+    columns: tuple[str, ...] | None = None
+    pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
     timestamp: int | None = None
     source_ts = ingested
-    for change in changes:
-        values = change.values
-        if capture.project:
-            values = {n: values.get(n) for n in names}
-        if values.keys() != expected:
-            raise schema_changed(capture.spec.name, f"a row at {change.position} has columns "
-                                 f"{sorted(values)}", change.position)
-        if change.position is not position:
-            position = change.position
-            base = int(sequence(position))
-        if not 0 <= change.row_index <= MAX_ROW_INDEX:
-            sequence(position, change.row_index)  # raises its ValueError
-        if change.timestamp != timestamp:
-            timestamp = change.timestamp
+    for event in events:
+        position = event.position
+        if event.columns is not columns:
+            columns = event.columns
+            pick = _picker(capture, columns, position)
+        last = event.first + len(event.images) - 1
+        if event.first < 0 or last > MAX_ROW_INDEX:
+            sequence(position, event.first if event.first < 0 else last)  # raises its ValueError
+        if event.timestamp != timestamp:
+            timestamp = event.timestamp
             source_ts = dt.datetime.fromtimestamp(timestamp, dt.UTC)
-        rows.append((*convert(values), *meta_values(change.op, Decimal(base + change.row_index), position, source_ts,
-                                                    ingested, run_id, batch)))
+        # The first row's _seq as an int: Decimal sums round to 28 digits.
+        seq = int(sequence(position)) + event.first
+        values = [convert(image) for image in event.images] if pick is None else \
+            [convert(pick(image)) for image in event.images]
+        rows.add(event.ops, seq, event_meta(position, source_ts, ingested, run_id, batch), values)
     return rows
+
+
+def _picker(capture: TableCapture, columns: tuple[str, ...],
+            position: BinlogPosition) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+    """How to lay an image with ``columns`` out in the table's column order: None when it is
+    already; under ``on_schema_change: ignore`` cut to the lake's columns (missing: NULL);
+    otherwise other columns than the table's stop it."""
+    names = capture.schema.column_names
+    if columns == names:
+        return None
+    if not capture.project and set(columns) != set(names):
+        raise schema_changed(capture.spec.name, f"a row at {position} has columns {sorted(columns)}", position)
+    at = {c: i for i, c in enumerate(columns)}
+    where = tuple(at.get(n) for n in names)
+    return lambda image: tuple(None if i is None else image[i] for i in where)
 
 
 def meta(capture: TableCapture, op: Op, position: BinlogPosition, row_index: int, timestamp: int,
@@ -154,7 +203,14 @@ def meta(capture: TableCapture, op: Op, position: BinlogPosition, row_index: int
                        dt.datetime.now(dt.UTC), run_id, capture.checkpoint.batch + 1)
 
 
-def meta_values(op: Op, seq: Decimal, position: BinlogPosition, source_ts: dt.datetime, ingested: dt.datetime,
-                run_id: str, batch: int) -> tuple[Any, ...]:
-    """``bronze.META_FIELDS``' values, in their order (the one place that knows it)."""
-    return (op, seq, position.file, position.offset, source_ts, ingested, run_id, batch)
+def meta_values(op: Op | str, seq: Decimal, position: BinlogPosition, source_ts: dt.datetime,
+                ingested: dt.datetime, run_id: str, batch: int) -> tuple[Any, ...]:
+    """``bronze.META_FIELDS``' values, in their order (the one place that knows it, with
+    :func:`event_meta` and the loop of :func:`bronze_rows`, which put ``op`` and ``seq`` first)."""
+    return (op, seq, *event_meta(position, source_ts, ingested, run_id, batch))
+
+
+def event_meta(position: BinlogPosition, source_ts: dt.datetime, ingested: dt.datetime, run_id: str,
+               batch: int) -> tuple[Any, ...]:
+    """The meta values after ``_op`` and ``_seq``: the same for every row of an event."""
+    return (position.file, position.offset, source_ts, ingested, run_id, batch)

@@ -131,7 +131,7 @@ class SchemaChanges:
         evolve.evolve_bronze(self.spark, self.config.table_path(Layer.BRONZE, name), checkpoint.schema_changes,
                              described_schema(evolution.schema), checkpoint, self.config.defaults.table_features)
         capture.schema = evolution.schema
-        capture.convert = row_converter(evolution.schema, "binlog")
+        capture.convert = row_converter(evolution.schema, "image")
         log.info("%s: schema change %s applied to bronze (%s)", name, what,
                  ", ".join(f"{c.kind.value} {c.column}" for c in evolution.changes))
         return checkpoint

@@ -28,6 +28,7 @@ from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
 from . import cascading
+from .bronzerows import BronzeRows
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,11 @@ class TableCapture:
     checkpoint: Checkpoint
     start: BinlogPosition  # changes at or before this are already in bronze
     locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
-    convert: Callable[[dict[str, Any]], tuple[Any, ...]]
+    convert: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # a row image in the table's column order
     # Follow mode: a catch-up that found none of this table's rows may leave its checkpoint
     # where it is (see ``commits.idle_advance_held``) instead of committing an empty batch.
     hold_idle: bool = False
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rows: BronzeRows = field(default_factory=BronzeRows)
     failure: IngestError | None = None
     binlog_rows: int = 0
     # The bronze batches committed by this catch-up since silver last took them, as written (at
@@ -62,7 +63,7 @@ class TableCapture:
         """Stop this table: what it buffered is dropped, the other tables go on."""
         log.error("%s: stopped: %s", self.spec.name, error)
         self.failure = error
-        self.rows = []  # uncommitted: the checkpoint stays at the last good commit
+        self.rows = BronzeRows()  # uncommitted: the checkpoint stays at the last good commit
         self.pending = []
 
 
@@ -106,7 +107,7 @@ def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: T
     if delivery == Delivery.EXACTLY_ONCE and progress is not None and (
             start < progress.high_watermark or not progress.complete):
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
-    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "binlog"),
+    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "image"),
                         hold_idle=hold_idle, project=spec.on_schema_change is SchemaPolicy.IGNORE, cascades=cascades)
 
 

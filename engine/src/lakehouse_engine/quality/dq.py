@@ -133,7 +133,7 @@ def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, tabl
     low, high = sorted((counted_at, silver.position))
     between: list[RowChange] = []
     for transaction in transactions:
-        mine = [c for c in transaction.changes if c.table == table]
+        mine = transaction.changes_of(table)
         problems = [p.reason for p in transaction.problems if p.table == table]
         problems += [f"schema change {c.statement[:200]!r}" for c in transaction.schema_changes if c.table == table]
         if silver.position < transaction.end <= silver.window_end and (mine or problems):
@@ -274,9 +274,8 @@ def changed_keys(transactions: Iterable[Transaction], table: str, low: BinlogPos
     seen: dict[tuple[Any, ...], None] = {}
     for transaction in transactions:
         if low < transaction.end <= high:
-            for change in transaction.changes:
-                if change.table == table:
-                    seen[tuple(convert(change.values[name]) for convert, name in key)] = None
+            for change in transaction.changes_of(table):
+                seen[tuple(convert(change.values[name]) for convert, name in key)] = None
     return list(seen)
 
 

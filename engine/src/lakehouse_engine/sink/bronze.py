@@ -112,11 +112,11 @@ def append(df: DataFrame, path: str, checkpoint: Checkpoint, *, replace_all: boo
         raise concurrent_bronze_write(checkpoint)
 
 
-def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]], source: T.StructType,
+def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]] | pa.Table, source: T.StructType,
                  checkpoint: Checkpoint) -> pa.Table:
     """:func:`append` for a batch of rows in the driver's memory: canonical tuples of the
-    ``source`` columns' values, then the :data:`META_FIELDS` values. Returns them as the Arrow
-    table that was committed.
+    ``source`` columns' values, then the :data:`META_FIELDS` values (or those rows as an Arrow
+    table of bronze's schema). Returns them as the Arrow table that was committed.
 
     On a local lake whose bronze exists (not in portable mode), the rows go to one Parquet file written by pyarrow in
     the table's folder (under the names bronze reads its columns by) and are committed by
@@ -124,7 +124,9 @@ def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]]
     Python-to-JVM conversion (which cost more than decoding the binlog). Elsewhere they cross to
     Spark as one Arrow table."""
     schema = bronze_schema(source)
-    table = pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows_to_batch(rows, arrow_schema(schema))])
+    if table.schema != arrow_schema(schema):
+        raise ValueError(f"bronze rows of another schema: {table.schema} against {arrow_schema(schema)}")
     space_checkpoints(spark, path)
     direct = localfiles.is_local(path) and not portable.active(spark)
     physical = columnmap.table_names(spark, path) if direct else None
@@ -132,7 +134,7 @@ def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]]
         append(spark.createDataFrame(table, schema=schema), path, checkpoint)
         return table
     files = []
-    if rows:
+    if table.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         file = os.path.join(localfiles.local_path(path), name)
         try:
@@ -143,7 +145,7 @@ def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]]
                 "another run changed them, or a schema change is not applied yet; nothing was written: run "
                 f"`make ingest TABLE={checkpoint.table}`, then again", table=checkpoint.table) from None
         pq.write_table(table.rename_columns(names), file, compression="snappy")
-        files.append(deltafiles.DataFile(file, len(rows), {"_batch": checkpoint.batch},
+        files.append(deltafiles.DataFile(file, table.num_rows, {"_batch": checkpoint.batch},
                                          {"_batch": checkpoint.batch}, {"_batch": 0}))
     try:
         commit_files(spark, path, files, checkpoint, physical)

@@ -238,7 +238,7 @@ def changes_in(transactions: Iterable[Transaction], table: str, chunk: int) -> I
                 raise SourceUnavailableError(
                     f"table {table}: a DDL at {ddl.position} came while snapshot chunk {chunk} was "
                     "read; run again: the DDL is applied first, then the chunk is read again", table=table)
-        yield from (c for c in transaction.changes if c.table == table)
+        yield from transaction.changes_of(table)
 
 
 def replay(

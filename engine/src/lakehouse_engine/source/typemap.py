@@ -226,15 +226,20 @@ def _binlog_step(col: ColumnInfo) -> Convert:
 
 
 def row_converter(table: TableSchema, source: str) -> Callable[[Any], tuple[Any, ...]]:
-    """A function turning one SELECT tuple (read with :func:`select_list`) or one binlog values
-    dict (passed through :func:`binlog_values`) into a canonical tuple."""
+    """A function turning one SELECT tuple (``source="select"``, read with :func:`select_list`),
+    one binlog values dict (``"binlog"``, passed through :func:`binlog_values`) or one binlog
+    row image (``"image"``: the same values as a tuple in the table's column order) into a
+    canonical tuple."""
     if source == "select":
         converters = tuple(select_converter(c) for c in table.columns)
         return partial(_convert_tuple, converters)
+    steps = tuple((i, step) for i, step in ((i, _binlog_value(c)) for i, c in enumerate(table.columns))
+                  if step is not None)
+    if source == "image":
+        return partial(_convert_image, steps)
     names = table.column_names
     get = itemgetter(*names) if len(names) > 1 else (lambda values: (values[names[0]],))
-    steps = tuple((i, _binlog_value(c)) for i, c in enumerate(table.columns))
-    return partial(_convert_dict, get, tuple((i, step) for i, step in steps if step is not None))
+    return partial(_convert_dict, get, steps)
 
 
 def _convert_tuple(converters: tuple[Convert, ...], row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -260,7 +265,11 @@ def _text_or_none(value: Any) -> Any:
 def _convert_dict(get: Callable[[dict[str, Any]], tuple[Any, ...]], steps: tuple[tuple[int, Convert], ...],
                   values: dict[str, Any]) -> tuple[Any, ...]:
     """``values`` in column order (``get``), each column of ``steps`` converted."""
-    row = get(values)
+    return _convert_image(steps, get(values))
+
+
+def _convert_image(steps: tuple[tuple[int, Convert], ...], row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``row`` with each column of ``steps`` converted."""
     if not steps:
         return row
     converted = list(row)
