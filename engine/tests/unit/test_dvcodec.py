@@ -138,3 +138,9 @@ def test_an_inline_vector_is_read_from_its_descriptor(tmp_path):
     descriptor = {"storageType": "i", "pathOrInlineDv": dvcodec.z85_encode(padded), "sizeInBytes": len(data),
                   "cardinality": 4}
     assert dvcodec.read(tmp_path, descriptor).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("values", [[], [7], [3, 1, 3, 2, 1], list(range(1000, 0, -1)) * 2, [0, 2**63, 5, 2**63]])
+def test_sorted_unique_is_numpys_unique(values):
+    array = np.asarray(values, dtype=np.uint64)
+    assert dvcodec.sorted_unique(array).tolist() == np.unique(array).tolist()

@@ -56,12 +56,22 @@ class Stored:
                 "offset": self.offset, "sizeInBytes": self.size, "cardinality": self.cardinality}
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` (sorted, without repeats) by one sort: numpy 2.4's ``np.unique``
+    took 0.51 s for 400k distinct integers where ``np.sort`` takes 0.011 s (2-core VM), and a
+    catch-up's silver MERGE calls it on every row it replaces."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 def serialize(positions: np.ndarray) -> bytes:
     """A deletion vector of ``positions`` (unsigned row positions, any order, repeats allowed)."""
-    values = np.unique(np.asarray(positions, dtype=np.uint64))
+    values = sorted_unique(np.asarray(positions, dtype=np.uint64))
     out = [struct.pack("<I", MAGIC)]
     highs = (values >> np.uint64(32)).astype(np.uint64)
-    buckets = np.unique(highs)
+    buckets = sorted_unique(highs)
     out.append(struct.pack("<Q", len(buckets)))
     for high in buckets:
         if high >= 1 << 31:

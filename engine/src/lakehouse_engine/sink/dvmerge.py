@@ -109,7 +109,7 @@ def plan(newest: pa.Table, target: pa.Table | Iterable[pa.Table], key: Sequence[
     parts = [target] if isinstance(target, pa.Table) else target
     matched = pa.concat_tables([_matches(left, part, key) for part in parts], promote_options="permissive")
     rows = matched["_row_"].to_numpy()
-    if len(np.unique(rows)) != len(rows):
+    if len(dvcodec.sorted_unique(rows)) != len(rows):
         raise Unsupported("a key of the batch matches more than one row of silver")
     newer = pc.fill_null(pc.greater(matched["_seq"], matched["_tseq"]), False)
     stale = np.zeros(newest.num_rows, dtype=bool)
@@ -118,7 +118,7 @@ def plan(newest: pa.Table, target: pa.Table | Iterable[pa.Table], key: Sequence[
     gone = matched.filter(newer)
     files = gone["_file"].to_numpy()
     positions = gone["_pos"].to_numpy().astype(np.uint64)
-    removed = {int(f): np.sort(positions[files == f]) for f in np.unique(files)}
+    removed = {int(f): np.sort(positions[files == f]) for f in dvcodec.sorted_unique(files)}
     replaced = np.zeros(newest.num_rows, dtype=bool)
     replaced[gone["_row_"].to_numpy()] = True
     return Plan(rows=newest.filter(pa.array(writes & ~stale)), removed=removed,
@@ -328,7 +328,8 @@ def _file_actions(root: Path, files: Sequence[Mapping[str, Any]],
     vectors: list[tuple[dict[str, Any], bytes, int]] = []
     for index, positions in sorted(removed.items()):
         add = dict(files[index])
-        gone = np.union1d(_deleted(root, add), positions) if add.get("deletionVector") else positions
+        gone = positions if not add.get("deletionVector") else \
+            dvcodec.sorted_unique(np.concatenate([_deleted(root, add), positions]))
         records = _records(root, add)
         if int(gone[-1]) >= records:
             raise Unsupported(f"row {int(gone[-1])} is beyond the {records} rows of {add['path']}")
