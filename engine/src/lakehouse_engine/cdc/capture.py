@@ -182,33 +182,29 @@ class CatchUp:
         log.info(READING, start, stop, extra=PROGRESS)
         progress = _Progress(start, stop, binlog_sizes(conn) if start.file != stop.file else {})
         try:
-            try:
-                for transaction in self._transactions(self._source(active), start, stop):
-                    self._take(conn, transaction, by_source, progress)
-            except IngestError as exc:
-                # The stream itself failed (after retries): every table it served stops here, with
-                # what was read so far committed, since each transaction routed so far is complete.
-                self.commits.flush(by_source, progress.position, final=True)
-                for capture in by_source.values():
-                    if capture.failure is None:
-                        capture.fail(exc)
-                return
-            # The whole range is read: every table is complete up to the moment ``stop`` was the head.
-            self.commits.flush(by_source, max(progress.position, start), final=True, synced_at=stop_seen_at)
-        finally:
-            self.commits.close()  # nothing stays in flight past the catch-up, whatever ended it
+            for transaction in self._transactions(self._source(active), start, stop):
+                self._take(conn, transaction, by_source, progress)
+        except IngestError as exc:
+            # The stream itself failed (after retries): every table it served stops here, with
+            # what was read so far committed, since each transaction routed so far is complete.
+            self.commits.flush(by_source, progress.position, final=True)
+            for capture in by_source.values():
+                if capture.failure is None:
+                    capture.fail(exc)
+            return
+        # The whole range is read: every table is complete up to the moment ``stop`` was the head.
+        self.commits.flush(by_source, max(progress.position, start), final=True, synced_at=stop_seen_at)
 
     def _take(self, conn: pymysql.connections.Connection, transaction: Transaction,
               by_source: dict[str, TableCapture], progress: _Progress) -> None:
         """One transaction read: its DDL applied, its changes routed, and a flush once enough
         rows are buffered."""
         if transaction.schema_changes:
-            self.commits.settle()  # a DDL's commits follow the table's last batch, landed
             self.schema_changes.apply(conn, transaction, by_source, progress.position)
         progress.routed(route(transaction, by_source, self.run_id), transaction.end)
         self.gtid.advance(transaction)
         if progress.buffered >= self.config.defaults.flush_rows:
-            self.commits.flush(by_source, progress.position, ahead=True)
+            self.commits.flush(by_source, progress.position)
             progress.flushed()
 
     def _source(self, active: Sequence[TableCapture]) -> BinlogSource:

@@ -7,24 +7,12 @@ table, in order: the rows its pending parent changes cascade into it are derived
 bronze is appended (:func:`bronze.append_batch`), the capture moves its start past the batch, and
 the batch is held for silver, which merges the held batches midway once they reach
 ``silver.HELD_ROWS`` rows (the rest after the catch-up). A table that fails here stops on its own.
-
-A flush in the middle of a range (``ahead``) lets its bronze commits land on a thread of their
-own while the catch-up routes the next rows: writing the Parquet file and the JVM's Delta commit
-release the GIL, and they cost the consuming thread about as much as routing and converting the
-rows did. The table's in-memory state moves on at once (its next rows are of the next batch);
-the next flush, a DDL, or the end of the range first *settles* what is in flight: a commit that
-failed puts the table back at its last landed checkpoint and stops it, as a synchronous failure
-does; one that landed is held for silver. At most one commit per table is ever in flight, and
-each still carries its own checkpoint, so what the lake holds after any interruption is what a
-synchronous run would have left.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -37,9 +25,8 @@ from ..sink.arrows import arrow_schema
 from ..sink.silver import HELD_ROWS
 from ..source.cascades import Cascade
 from ..source.connection import gtid_position_at
-from ..source.keyorder import ChunkLocator
 from ..source.typemap import binlog_converter, spark_schema
-from ..state.checkpoint import Checkpoint, Phase
+from ..state.checkpoint import Phase
 from ..state.positions import BinlogPosition, after_transaction
 from . import cascading
 from .binlog import Transaction
@@ -92,17 +79,6 @@ def _text(at: tuple[BinlogPosition, str] | None, position: BinlogPosition) -> st
     return at[1] or None
 
 
-@dataclass(frozen=True)
-class _Landing:
-    """A table's bronze commit in flight, and the state to put it back to if it fails."""
-
-    capture: TableCapture
-    checkpoint: Checkpoint  # the one the commit carries (the table's in memory already)
-    rows: int
-    before: tuple[Checkpoint, BinlogPosition, ChunkLocator | None]  # checkpoint, start, locator
-    written: Future[pa.Table]
-
-
 class Commits:
     """The flush and commit policy of one catch-up."""
 
@@ -115,18 +91,13 @@ class Commits:
         self.run_id = run_id
         self.gtid = gtid
         self.merge_silver = merge_silver
-        self._lane: ThreadPoolExecutor | None = None
-        self._landing: list[_Landing] = []
 
     def flush(self, by_source: Mapping[str, TableCapture], position: BinlogPosition, *,
-              final: bool = False, synced_at: float | None = None, ahead: bool = False) -> None:
+              final: bool = False, synced_at: float | None = None) -> None:
         """Commit each table's buffered rows with ``position`` as its new checkpoint.
 
         A table without rows commits only its advance, and only at the end of the catch-up
-        (a flush in between has nothing to save for it), unless its advance is held.
-        ``ahead``: the commits land in the background (see the module's docstring); the next
-        flush or :meth:`settle` records how they went."""
-        self.settle()
+        (a flush in between has nothing to save for it), unless its advance is held."""
         for capture in by_source.values():
             # Once per table (after its snapshot, or a checkpoint older than synced_at): an empty
             # commit, so its freshness is known from the first catch-up on, not only after a change.
@@ -152,36 +123,7 @@ class Commits:
             target = max(position, capture.start)
             if not capture.rows and not must and (not final or idle_advance_held(capture, target)):
                 continue
-            self._commit(capture, target, synced_at, ahead and not final)
-
-    def settle(self) -> None:
-        """Wait for the commits in flight and record each one's outcome: a landed batch is held
-        for silver; a failed commit puts its table back where its last commit left it, and stops it."""
-        landing, self._landing = self._landing, []
-        wait([each.written for each in landing])
-        for each in landing:
-            capture = each.capture
-            error = each.written.exception()
-            if error is None:
-                capture.binlog_rows += each.rows
-                self._hold(capture, each.checkpoint.batch, each.written.result())
-                continue
-            capture.checkpoint, capture.start, capture.locator = each.before
-            failure = as_table_error(error, capture.spec.name, self.config.lake_root)
-            if capture.failure is None:
-                capture.fail(failure)
-            else:  # stopped since, by a later change: the earlier failure is the one to report
-                log.error("%s: stopped: %s", capture.spec.name, failure)
-                capture.failure = failure
-
-    def close(self) -> None:
-        """Settle what is in flight and stop the commit thread."""
-        try:
-            self.settle()
-        finally:
-            if self._lane is not None:
-                self._lane.shutdown(wait=True)
-                self._lane = None
+            self._commit(capture, target, synced_at)
 
     def commit_before(self, capture: TableCapture, before: BinlogPosition) -> None:
         """Commit what ``capture`` buffered up to ``before`` (a DDL's effect is committed next);
@@ -191,35 +133,23 @@ class Commits:
             if capture.failure is not None:
                 raise capture.failure
 
-    def _commit(self, capture: TableCapture, target: BinlogPosition, synced_at: float | None, ahead: bool) -> None:
+    def _commit(self, capture: TableCapture, target: BinlogPosition, synced_at: float | None) -> None:
         checkpoint = capture.checkpoint.advanced_to(target, self.run_id, synced_at, self.gtid.text(target))
-        path = self.config.table_path(Layer.BRONZE, capture.spec.name)
         try:
             source = spark_schema(capture.schema)
             rows = capture.rows.to_arrow(arrow_schema(bronze.bronze_schema(source)), len(source.fields))
-            if ahead:
-                written = self._thread().submit(bronze.append_batch, self.spark, path, rows, source, checkpoint)
-                self._landing.append(_Landing(capture, checkpoint, len(capture.rows),
-                                              (capture.checkpoint, capture.start, capture.locator), written))
-            else:
-                committed = bronze.append_batch(self.spark, path, rows, source, checkpoint)
+            written = bronze.append_batch(self.spark, self.config.table_path(Layer.BRONZE, capture.spec.name),
+                                          rows, source, checkpoint)
         except Exception as exc:  # one table's failed commit never stops the others
             capture.fail(as_table_error(exc, capture.spec.name, self.config.lake_root))
             return
-        if not ahead:
-            capture.binlog_rows += len(capture.rows)
+        capture.binlog_rows += len(capture.rows)
         capture.checkpoint = checkpoint
         capture.start = target
         capture.rows = BronzeRows()
         if capture.locator is not None and checkpoint.snapshot is None:
             capture.locator = None
-        if not ahead:
-            self._hold(capture, checkpoint.batch, committed)
-
-    def _thread(self) -> ThreadPoolExecutor:
-        if self._lane is None:
-            self._lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bronze-commit")
-        return self._lane
+        self._hold(capture, checkpoint.batch, written)
 
     def _derive_cascades(self, capture: TableCapture) -> None:
         """Add to ``capture.rows`` the changes its pending parent changes cascade into it."""
