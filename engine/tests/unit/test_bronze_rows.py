@@ -5,6 +5,7 @@ key change's delete and update) keep their order; then the event's file and offs
 from __future__ import annotations
 
 import datetime as dt
+import struct
 
 import pytest
 
@@ -15,7 +16,7 @@ from lakehouse_engine.errors import FatalError
 from lakehouse_engine.ops import Op
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
-from lakehouse_engine.source.typemap import row_converter
+from lakehouse_engine.source.typemap import image_converter, row_converter
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase
 from lakehouse_engine.state.positions import BinlogPosition, sequence
 from lakehouse_engine.tables import TableSpec
@@ -83,3 +84,32 @@ def test_images_of_one_event_read_as_events_of_their_own_keep_their_row_index_in
     first, third = (RowImages("t", "u", ((i, "x"),), ("id", "note"), END, 0, i) for i in (1, 3))
     rows = bronze_rows(_capture(), [first, third], "r")
     assert [row[3] for row in rows] == [sequence(END, 1), sequence(END, 3)]
+
+
+TYPED = TableSchema("db", "t", (ColumnInfo("id", "int", "int(11)", False),
+                                ColumnInfo("note", "varchar", "varchar(8)", True),
+                                ColumnInfo("ratio", "float", "float", True)), ("id",))
+
+
+def _typed_capture() -> TableCapture:
+    return TableCapture(TableSpec("t", "t"), TYPED, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
+                        END, None, row_converter(TYPED, "image"))
+
+
+def test_text_the_fast_decoder_read_is_kept_and_every_other_column_still_converted():
+    image = (1, "ü", 0.1)  # a FLOAT's double from the binlog: bronze holds the float32 nearest to it
+    vouched = RowImages("t", "c", (image,), ("id", "note", "ratio"), END, 0, texts=("note",))
+    unknown = vouched._replace(texts=())
+    rows = [next(iter(bronze_rows(_typed_capture(), [event], "r")))[:3] for event in (vouched, unknown)]
+    assert rows[0] == rows[1] == (1, "ü", struct.unpack("<f", struct.pack("<f", 0.1))[0])
+
+
+def test_text_not_vouched_for_is_converted_from_the_bytes_the_library_left():
+    event = RowImages("t", "c", ((1, "ä".encode(), None),), ("id", "note", "ratio"), END, 0)
+    assert next(iter(bronze_rows(_typed_capture(), [event], "r")))[:3] == (1, "ä", None)
+
+
+def test_an_image_of_vouched_text_and_integers_needs_no_conversion_at_all():
+    assert image_converter(SCHEMA, ("note",)) is None
+    assert image_converter(SCHEMA, ()) is not None  # the library's text may be bytes
+    assert image_converter(TYPED, ("note",)) is not None  # the FLOAT still needs its step

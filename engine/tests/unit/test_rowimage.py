@@ -290,13 +290,14 @@ def image(key: int, name: str | None) -> bytes:
 def test_an_update_event_yields_before_and_after_images_in_order():
     got = decode(event(BINLOG.UPDATE_ROWS_EVENT_V1, [image(1, "a"), image(1, "b"), image(2, None), image(3, "c")],
                        ID_NAME))
-    assert got == (("id", "name"), [(1, "a"), (1, "b"), (2, None), (3, "c")])
+    assert got == (("id", "name"), [(1, "a"), (1, "b"), (2, None), (3, "c")], ("name",))
 
 
 def test_write_and_delete_events_of_both_versions_decode():
     for kind in (BINLOG.WRITE_ROWS_EVENT_V1, BINLOG.WRITE_ROWS_EVENT_V2, BINLOG.DELETE_ROWS_EVENT_V1,
                  BINLOG.DELETE_ROWS_EVENT_V2):
-        assert decode(event(kind, [image(1, "a"), image(2, "bb")], ID_NAME)) == (("id", "name"), [(1, "a"), (2, "bb")])
+        assert decode(event(kind, [image(1, "a"), image(2, "bb")], ID_NAME)) == (
+            ("id", "name"), [(1, "a"), (2, "bb")], ("name",))
 
 
 def test_bytes_left_after_the_last_image_stop_the_read():
@@ -333,3 +334,17 @@ def test_events_the_library_must_decode_are_left_unread():
 ])
 def test_every_column_means_exactly_the_bits_of_the_columns(bitmap, count, full):
     assert every_column(bitmap, count) is full
+
+
+def test_a_plan_vouches_for_text_only_where_every_value_decodes_to_str():
+    columns = [col(FIELD_TYPE.LONG, "id"), col(FIELD_TYPE.VARCHAR, "short", max_length=40),
+               col(FIELD_TYPE.VARCHAR, "wide", max_length=400),
+               col(FIELD_TYPE.STRING, "latin", max_length=4, charset="latin1"),
+               col(FIELD_TYPE.BLOB, "long", length_size=4),
+               col(FIELD_TYPE.BLOB, "raw", length_size=2, charset="binary"),
+               col(FIELD_TYPE.STRING, "ucs", max_length=4, charset="ucs2"),
+               col(FIELD_TYPE.ENUM, "kind", size=1, enum_values=["", "a"])]
+    plan = plan_for(columns)
+    assert plan is not None
+    # binary and codec-less text stay bytes, an ENUM's members are the table map's: not vouched for
+    assert plan.texts == ("short", "wide", "latin", "long")

@@ -89,6 +89,10 @@ class RowImages(NamedTuple):
     position: BinlogPosition  # end of the rows event
     timestamp: int
     first: int = 1  # the row index of the first image; the others follow it one by one
+    # The columns whose values are all ``str`` or None, as the fast decoder read them (text in a
+    # known charset): their text conversion is skipped (``typemap.image_converter``). Empty
+    # when not known (the library decoded the event). One tuple per table map, like ``columns``.
+    texts: tuple[str, ...] = ()
 
     def changes(self) -> Iterator[RowChange]:
         """Each image as a :class:`RowChange` (values by column name)."""
@@ -406,7 +410,11 @@ class BinlogSource:
         except rowimage.RowImageError as exc:  # stops this table only, never a guess
             tx.problems.append(TableProblem(table, str(exc), end))
             return
-        columns, images = _library_images(event) if decoded is None else decoded
+        if decoded is None:
+            columns, images = _library_images(event)
+            texts: tuple[str, ...] = ()
+        else:
+            columns, images, texts = decoded
         ts = int(event.timestamp)
         if parent and not isinstance(event, WriteRowsEvent):
             checked = not event.flags & NO_FOREIGN_KEY_CHECKS
@@ -429,10 +437,10 @@ class BinlogSource:
                     ops.append(Op.DELETE)
                 kept.append(after)
                 ops.append(Op.UPDATE)
-            tx.events.append(RowImages(table, "".join(ops), tuple(kept), columns, end, ts))
+            tx.events.append(RowImages(table, "".join(ops), tuple(kept), columns, end, ts, texts=texts))
             return
         op = Op.INSERT if isinstance(event, WriteRowsEvent) else Op.DELETE
-        tx.events.append(RowImages(table, op * len(images), tuple(images), columns, end, ts))
+        tx.events.append(RowImages(table, op * len(images), tuple(images), columns, end, ts, texts=texts))
 
 
 def _library_images(event: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:

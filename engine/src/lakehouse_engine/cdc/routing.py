@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import IngestError
 from ..ops import Op
 from ..source.keyorder import selected_key
+from ..source.typemap import image_converter
 from ..state.positions import MAX_ROW_INDEX, BinlogPosition, sequence
 from . import cascading
 from .binlog import RowImages, Transaction
@@ -153,13 +154,17 @@ def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str)
     catch-up's consuming thread: the meta values an event's rows share (its position, file and
     offset, its timestamp, the ingest time, the batch) are made once per event, and an image
     needs only its columns' conversions when its columns are the table's, in its order (checked
-    once per layout: the reader shares one ``columns`` tuple between the events of a table map)."""
-    convert = capture.convert
+    once per layout: the reader shares one ``columns`` tuple between the events of a table map).
+    The text columns the fast decoder read (``RowImages.texts``) need no conversion: an image of
+    text and integers then goes into the batch as the reader made it (converting 458k changes of
+    an 18-column table cost the consuming thread 1.5 s of a 12.4 s catch-up)."""
     batch = capture.checkpoint.batch + 1
     ingested = dt.datetime.now(dt.UTC)
     rows = BronzeRows()
     columns: tuple[str, ...] | None = None
+    texts: tuple[str, ...] | None = None
     pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
+    convert: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = capture.convert
     timestamp: int | None = None
     source_ts = ingested
     for event in events:
@@ -167,6 +172,9 @@ def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str)
         if event.columns is not columns:
             columns = event.columns
             pick = _picker(capture, columns, position)
+        if event.texts is not texts:
+            texts = event.texts
+            convert = image_converter(capture.schema, texts) if texts else capture.convert
         last = event.first + len(event.images) - 1
         if event.first < 0 or last > MAX_ROW_INDEX:
             sequence(position, event.first if event.first < 0 else last)  # raises its ValueError
@@ -175,8 +183,11 @@ def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str)
             source_ts = dt.datetime.fromtimestamp(timestamp, dt.UTC)
         # The first row's _seq as an int: Decimal sums round to 28 digits.
         seq = int(sequence(position)) + event.first
-        values = [convert(image) for image in event.images] if pick is None else \
-            [convert(pick(image)) for image in event.images]
+        if convert is None:
+            values = event.images if pick is None else [pick(image) for image in event.images]
+        else:
+            values = [convert(image) for image in event.images] if pick is None else \
+                [convert(pick(image)) for image in event.images]
         rows.add(event.ops, seq, event_meta(position, source_ts, ingested, run_id, batch), values)
     return rows
 

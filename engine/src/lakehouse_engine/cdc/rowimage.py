@@ -76,6 +76,9 @@ class Plan:
         self.columns = tuple(zip(names, readers, strict=True))
         self.null_bytes = (len(self.columns) + 7) // 8
         self.image = _compiled(self.columns, self.null_bytes)
+        # The columns read as text in a known charset: their values are always str (or None),
+        # which a text column's binlog converter leaves as it is (``typemap.image_converter``).
+        self.texts = tuple(name for name, read in self.columns if _reads_text(read))
 
 
 def _compiled(columns: Sequence[tuple[str, Read]], null_bytes: int) -> Image:
@@ -171,11 +174,12 @@ def every_column(bitmap: bytes, count: int) -> bool:
     return bytes(bitmap) == b"\xff" * whole + (bytes([(1 << rest) - 1]) if rest else b"")
 
 
-def decode(event: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]]] | None:
-    """The column names and every row image of ``event`` (a library rows event whose rows were
+def decode(event: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]], tuple[str, ...]] | None:
+    """The column names, every row image of ``event`` (a library rows event whose rows were
     not read yet, whose images hold every column: :func:`every_column`), in order (an update's
-    before image, then its after image), or None when the library must decode it. Consumes the
-    event's remaining bytes only when it returns images."""
+    before image, then its after image), and the columns whose values are all ``str`` or None
+    (:attr:`Plan.texts`); None when the library must decode it. Consumes the event's remaining
+    bytes only when it returns images."""
     columns = event.columns
     if event.event_type not in ROWS_EVENTS or not event.complete or len(columns) != event.number_of_columns:
         return None
@@ -197,7 +201,13 @@ def decode(event: Any) -> tuple[tuple[str, ...], list[tuple[Any, ...]]] | None:
     # Every reader checks its bytes are there, so the loop ends exactly at the data's end.
     if len(images) % images_per_row:
         raise _misread(event, f"an update event of {len(images)} row images, an odd number")
-    return plan.names, images
+    return plan.names, images, plan.texts
+
+
+def _reads_text(read: Read) -> bool:
+    """Whether ``read`` gives a ``str`` for every non-NULL value: a string read in a charset
+    Python has a codec for (without one the bytes stay bytes)."""
+    return isinstance(read, partial) and read.func is _string and read.args[1] is not None
 
 
 def _misread(event: Any, detail: str) -> RowImageError:

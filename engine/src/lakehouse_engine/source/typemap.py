@@ -17,7 +17,7 @@ Two pitfalls cannot be fixed from the value alone, so this module also owns what
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from operator import itemgetter
 from typing import Any
@@ -233,13 +233,28 @@ def row_converter(table: TableSchema, source: str) -> Callable[[Any], tuple[Any,
     if source == "select":
         converters = tuple(select_converter(c) for c in table.columns)
         return partial(_convert_tuple, converters)
-    steps = tuple((i, step) for i, step in ((i, _binlog_value(c)) for i, c in enumerate(table.columns))
-                  if step is not None)
+    steps = _image_steps(table)
     if source == "image":
         return partial(_convert_image, steps)
     names = table.column_names
     get = itemgetter(*names) if len(names) > 1 else (lambda values: (values[names[0]],))
     return partial(_convert_dict, get, steps)
+
+
+def image_converter(table: TableSchema, texts: Collection[str]) -> Callable[[Any], tuple[Any, ...]] | None:
+    """``row_converter(table, "image")`` for images whose columns named in ``texts`` hold only
+    ``str`` or None (the fast decoder's text, ``RowImages.texts``): a text column's step leaves
+    such a value as it is, so it is left out. None when no column needs a step then (an image
+    is already canonical: most tables of text and integers)."""
+    steps = tuple((i, step) for i, step in _image_steps(table)
+                  if not (step is _text_or_none and table.columns[i].name in texts))
+    return partial(_convert_image, steps) if steps else None
+
+
+def _image_steps(table: TableSchema) -> tuple[tuple[int, Convert], ...]:
+    """(column index, binlog step) of each column whose binlog value is not canonical as it is."""
+    return tuple((i, step) for i, step in ((i, _binlog_value(c)) for i, c in enumerate(table.columns))
+                 if step is not None)
 
 
 def _convert_tuple(converters: tuple[Convert, ...], row: tuple[Any, ...]) -> tuple[Any, ...]:
