@@ -16,7 +16,7 @@ from lakehouse_engine.errors import FatalError
 from lakehouse_engine.ops import Op
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
-from lakehouse_engine.source.typemap import image_converter, row_converter
+from lakehouse_engine.source.typemap import image_converter
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase
 from lakehouse_engine.state.positions import BinlogPosition, sequence
 from lakehouse_engine.tables import TableSpec
@@ -28,7 +28,7 @@ END = BinlogPosition("mysql-bin.000007", 1234)
 
 def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
     capture = TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
-                           END, None, row_converter(SCHEMA, "image"))
+                           END, None)
     changes = [RowChange("t", Op.DELETE, {"id": 1, "note": "a"}, END, 1, 1_700_000_000),
                RowChange("t", Op.UPDATE, {"id": 2, "note": "b"}, END, 2, 1_700_000_000)]
     rows = bronze_rows(capture, row_images(changes), "run-1")
@@ -44,7 +44,7 @@ def test_rows_of_one_event_take_its_position_and_their_own_index_in_seq():
 
 def _capture(project: bool = False) -> TableCapture:
     return TableCapture(TableSpec("t", "t"), SCHEMA, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
-                        END, None, row_converter(SCHEMA, "image"), project=project)
+                        END, None, project=project)
 
 
 def test_a_row_image_with_other_columns_than_the_table_stops_it_as_a_schema_change():
@@ -93,7 +93,7 @@ TYPED = TableSchema("db", "t", (ColumnInfo("id", "int", "int(11)", False),
 
 def _typed_capture() -> TableCapture:
     return TableCapture(TableSpec("t", "t"), TYPED, Checkpoint("t", 41, Phase.BINLOG, "r0", position=END),
-                        END, None, row_converter(TYPED, "image"))
+                        END, None)
 
 
 def test_text_the_fast_decoder_read_is_kept_and_every_other_column_still_converted():
@@ -113,3 +113,13 @@ def test_an_image_of_vouched_text_and_integers_needs_no_conversion_at_all():
     assert image_converter(SCHEMA, ("note",)) is None
     assert image_converter(SCHEMA, ()) is not None  # the library's text may be bytes
     assert image_converter(TYPED, ("note",)) is not None  # the FLOAT still needs its step
+
+
+def test_a_schema_change_gives_images_the_new_schemas_conversions():
+    capture = _capture()
+    texts = ("id", "note")
+    assert capture.converter(texts) is None and capture.converter(texts) is capture.converter(texts)
+    capture.schema = TYPED  # a FLOAT column added, as ``schemachanges`` applies a DDL
+    event = RowImages("t", "c", ((1, "ü", 0.1),), ("id", "note", "ratio"), END, 0, texts=texts)
+    nearest = struct.unpack("<f", struct.pack("<f", 0.1))[0]
+    assert next(iter(bronze_rows(capture, [event], "r")))[:3] == (1, "ü", nearest)

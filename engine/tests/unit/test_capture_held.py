@@ -20,7 +20,7 @@ def _rows(n: int) -> pa.Table:
 
 
 def _capture(checkpoint: Checkpoint) -> TableCapture:
-    return TableCapture(TableSpec("t", "t"), None, checkpoint, AT, None, tuple)  # type: ignore[arg-type]
+    return TableCapture(TableSpec("t", "t"), None, checkpoint, AT, None)  # type: ignore[arg-type]
 
 
 def _commits(merged: list[dict[int, int]]) -> Commits:

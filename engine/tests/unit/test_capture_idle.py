@@ -15,7 +15,7 @@ def at(file: int, offset: int) -> BinlogPosition:
 
 def capture(checkpoint: Checkpoint, hold_idle: bool = True) -> TableCapture:
     start = checkpoint.position or at(1, 4)
-    return TableCapture(TableSpec("t", "t"), None, checkpoint, start, None, tuple,  # type: ignore[arg-type]
+    return TableCapture(TableSpec("t", "t"), None, checkpoint, start, None,  # type: ignore[arg-type]
                         hold_idle=hold_idle)
 
 

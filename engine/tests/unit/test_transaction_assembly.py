@@ -195,7 +195,7 @@ def _capture(done: dict[int, int]) -> TableCapture:
     schema = TableSchema("demo", "orders", (ColumnInfo("id", "int", "int", False),), ("id",))
     checkpoint = Checkpoint("orders", 3, Phase.SNAPSHOT, "r", snapshot=progress)
     start = min(progress.done.values())
-    return TableCapture(TableSpec("orders", "orders"), schema, checkpoint, start, ByFirstKey(chunks), lambda v: v)
+    return TableCapture(TableSpec("orders", "orders"), schema, checkpoint, start, ByFirstKey(chunks))
 
 
 def _change(key: int, pos: int):

@@ -18,7 +18,6 @@ from typing import Any
 from ..errors import IngestError
 from ..ops import Op
 from ..source.keyorder import selected_key
-from ..source.typemap import image_converter
 from ..state.positions import MAX_ROW_INDEX, BinlogPosition, sequence
 from . import cascading
 from .binlog import RowImages, Transaction
@@ -164,7 +163,7 @@ def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str)
     columns: tuple[str, ...] | None = None
     texts: tuple[str, ...] | None = None
     pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
-    convert: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = capture.convert
+    convert: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
     timestamp: int | None = None
     source_ts = ingested
     for event in events:
@@ -174,7 +173,7 @@ def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str)
             pick = _picker(capture, columns, position)
         if event.texts is not texts:
             texts = event.texts
-            convert = image_converter(capture.schema, texts) if texts else capture.convert
+            convert = capture.converter(texts)
         last = event.first + len(event.images) - 1
         if event.first < 0 or last > MAX_ROW_INDEX:
             sequence(position, event.first if event.first < 0 else last)  # raises its ValueError
@@ -183,11 +182,8 @@ def bronze_rows(capture: TableCapture, events: Sequence[RowImages], run_id: str)
             source_ts = dt.datetime.fromtimestamp(timestamp, dt.UTC)
         # The first row's _seq as an int: Decimal sums round to 28 digits.
         seq = int(sequence(position)) + event.first
-        if convert is None:
-            values = event.images if pick is None else [pick(image) for image in event.images]
-        else:
-            values = [convert(image) for image in event.images] if pick is None else \
-                [convert(pick(image)) for image in event.images]
+        images = event.images if pick is None else [pick(image) for image in event.images]
+        values = images if convert is None else [convert(image) for image in images]
         rows.add(event.ops, seq, event_meta(position, source_ts, ingested, run_id, batch), values)
     return rows
 

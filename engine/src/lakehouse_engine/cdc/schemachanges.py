@@ -23,7 +23,7 @@ from ..config.project import Layer, ProjectConfig, SchemaPolicy
 from ..sink import bronze, evolve, history
 from ..source import ddl as ddl_text
 from ..source.introspect import describe_table
-from ..source.typemap import described_schema, row_converter
+from ..source.typemap import described_schema
 from ..state.checkpoint import Checkpoint, Phase, SnapshotProgress
 from ..state.lakechange import Kind, LakeChange
 from ..state.positions import BinlogPosition, sequence
@@ -130,8 +130,7 @@ class SchemaChanges:
             checkpoint = self._read_again(capture, checkpoint, progress, read_after, what)
         evolve.evolve_bronze(self.spark, self.config.table_path(Layer.BRONZE, name), checkpoint.schema_changes,
                              described_schema(evolution.schema), checkpoint, self.config.defaults.table_features)
-        capture.schema = evolution.schema
-        capture.convert = row_converter(evolution.schema, "image")
+        capture.schema = evolution.schema  # (its image converters follow: ``TableCapture.converter``)
         log.info("%s: schema change %s applied to bronze (%s)", name, what,
                  ", ".join(f"{c.kind.value} {c.column}" for c in evolution.changes))
         return checkpoint

@@ -23,7 +23,7 @@ from ..logs import FILE_ONLY
 from ..source.cascades import Cascade
 from ..source.introspect import TableSchema
 from ..source.keyorder import ChunkLocator, SortKeys
-from ..source.typemap import row_converter
+from ..source.typemap import image_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
@@ -31,6 +31,8 @@ from . import cascading
 from .bronzerows import BronzeRows
 
 log = logging.getLogger(__name__)
+
+ImageConvert = Callable[[tuple[Any, ...]], tuple[Any, ...]]  # a row image in the table's column order
 
 
 @dataclass
@@ -42,7 +44,6 @@ class TableCapture:
     checkpoint: Checkpoint
     start: BinlogPosition  # changes at or before this are already in bronze
     locator: ChunkLocator | None  # set while binlog changes may fall inside a chunk's window
-    convert: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # a row image in the table's column order
     # Follow mode: a catch-up that found none of this table's rows may leave its checkpoint
     # where it is (see ``commits.idle_advance_held``) instead of committing an empty batch.
     hold_idle: bool = False
@@ -58,6 +59,22 @@ class TableCapture:
     # the rows buffered that cascade into it (resolved when they are committed: ``cascading``).
     cascades: tuple[Cascade, ...] = ()
     pending: list[cascading.Pending] = field(default_factory=list)
+    # ``converter``'s, per ``texts``, for ``schema`` as it was when they were made.
+    _converters: dict[tuple[str, ...], ImageConvert | None] = field(default_factory=dict, init=False, repr=False)
+    _converters_of: TableSchema | None = field(default=None, init=False, repr=False)
+
+    def converter(self, texts: tuple[str, ...] = ()) -> ImageConvert | None:
+        """How a row image in the table's column order becomes canonical (None: it is already),
+        its columns named in ``texts`` vouched for as text (``typemap.image_converter``). Made
+        once per ``texts`` and schema: routing asks for one per transaction, and making one
+        costs about 11 us for 18 columns, more than converting a small transaction's rows."""
+        if self._converters_of is not self.schema:
+            self._converters, self._converters_of = {}, self.schema
+        try:
+            return self._converters[texts]
+        except KeyError:
+            made = self._converters[texts] = image_converter(self.schema, texts)
+            return made
 
     def fail(self, error: IngestError) -> None:
         """Stop this table: what it buffered is dropped, the other tables go on."""
@@ -107,8 +124,8 @@ def new_capture(conn: pymysql.connections.Connection, spec: TableSpec, schema: T
     if delivery == Delivery.EXACTLY_ONCE and progress is not None and (
             start < progress.high_watermark or not progress.complete):
         locator = ChunkLocator(progress.chunks, SortKeys(conn, schema.key_columns))
-    return TableCapture(spec, schema, checkpoint, start, locator, row_converter(schema, "image"),
-                        hold_idle=hold_idle, project=spec.on_schema_change is SchemaPolicy.IGNORE, cascades=cascades)
+    return TableCapture(spec, schema, checkpoint, start, locator, hold_idle=hold_idle,
+                        project=spec.on_schema_change is SchemaPolicy.IGNORE, cascades=cascades)
 
 
 def as_table_error(exc: BaseException, table: str, lake_root: str | None = None) -> IngestError:

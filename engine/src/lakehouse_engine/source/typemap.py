@@ -226,26 +226,23 @@ def _binlog_step(col: ColumnInfo) -> Convert:
 
 
 def row_converter(table: TableSchema, source: str) -> Callable[[Any], tuple[Any, ...]]:
-    """A function turning one SELECT tuple (``source="select"``, read with :func:`select_list`),
-    one binlog values dict (``"binlog"``, passed through :func:`binlog_values`) or one binlog
-    row image (``"image"``: the same values as a tuple in the table's column order) into a
-    canonical tuple."""
+    """A function turning one SELECT tuple (``source="select"``, read with :func:`select_list`)
+    or one binlog values dict (``"binlog"``, passed through :func:`binlog_values`) into a
+    canonical tuple (a binlog row image, the values as a tuple: :func:`image_converter`)."""
     if source == "select":
         converters = tuple(select_converter(c) for c in table.columns)
         return partial(_convert_tuple, converters)
-    steps = _image_steps(table)
-    if source == "image":
-        return partial(_convert_image, steps)
     names = table.column_names
     get = itemgetter(*names) if len(names) > 1 else (lambda values: (values[names[0]],))
-    return partial(_convert_dict, get, steps)
+    return partial(_convert_dict, get, _image_steps(table))
 
 
-def image_converter(table: TableSchema, texts: Collection[str]) -> Callable[[Any], tuple[Any, ...]] | None:
-    """``row_converter(table, "image")`` for images whose columns named in ``texts`` hold only
-    ``str`` or None (the fast decoder's text, ``RowImages.texts``): a text column's step leaves
-    such a value as it is, so it is left out. None when no column needs a step then (an image
-    is already canonical: most tables of text and integers)."""
+def image_converter(table: TableSchema, texts: Collection[str] = ()) -> Callable[[Any], tuple[Any, ...]] | None:
+    """A function turning one binlog row image (the values as a tuple in the table's column
+    order) into a canonical tuple, or None when every value is canonical as it is. The columns
+    named in ``texts`` hold only ``str`` or None (the fast decoder's text, ``RowImages.texts``):
+    a text column's step leaves such a value as it is, so theirs are left out (an image of text
+    and integers then needs none)."""
     steps = tuple((i, step) for i, step in _image_steps(table)
                   if not (step is _text_or_none and table.columns[i].name in texts))
     return partial(_convert_image, steps) if steps else None
