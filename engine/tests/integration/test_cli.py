@@ -206,6 +206,21 @@ def test_a_read_only_lake_is_one_configuration_line_recorded_in_run_results(spar
     assert "Traceback" in log_text(config) and "PermissionError" in log_text(config)
 
 
+def test_dq_of_a_local_lake_passes_without_a_jvm_and_hands_a_difference_to_spark(spark, config, tmp_path):
+    Pipeline(config, spark, "earlier-run").ingest([TableSpec("customers", "customers")])
+    checked, env = cli_without_java(config, tmp_path, "dq", "--select", "customers")
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-3000:] + log_text(config)[-3000:]
+    assert "customers                PASS" in checked.stdout and "hold the source's values" in checked.stdout
+    assert run_results(config)["results"][0]["success"] is True
+    silver = config.table_path("silver", "customers")
+    spark.sql(f"UPDATE delta.`{silver}` SET full_name = 'tampered' WHERE customer_id = 7")
+    refused = subprocess.run(cli_command(config, "dq", "--select", "customers")[0], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, timeout=600, env=env)
+    assert refused.returncode == 2 and "Java 17 is needed" in refused.stderr  # the difference needs Spark
+    found = cli(config, "dq", "--select", "customers")
+    assert found.returncode == 1 and "customer_id=7: other values" in found.stdout, found.stdout[-3000:]
+
+
 def test_dq_checks_a_read_only_lake_which_an_ingest_refuses(spark, config):
     # dq only reads the lake: a checker with read-only rights (or a read-only mount) runs it.
     Pipeline(config, spark, "earlier-run").ingest([TableSpec("customers", "customers")])

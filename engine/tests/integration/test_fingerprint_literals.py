@@ -6,8 +6,12 @@ ASCII, empty strings, bytes, times with and without fractions, dates and timesta
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
+from lakehouse_engine.quality.arrowprint import row_hashes
+from lakehouse_engine.quality.arrowsilver import silver_parts
+from lakehouse_engine.quality.dq import LocalLog
 from lakehouse_engine.quality.fingerprint import spark_row_hash, sql_row_hash
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.source.connection import connection, query
@@ -62,11 +66,17 @@ SHORTCUTS = """
 
 
 def fingerprints(spark, config, table: str = "lit") -> tuple[dict[int, int], dict[int, int]]:
+    """Each row's fingerprint in the source (SQL) and in silver, where Spark's and the one
+    computed over Arrow without a JVM (``arrowprint``, as local ``dq`` does) must agree."""
     with connection(config.source) as conn:
         schema = describe_table(conn, config.source.database, table, None)
         source = {int(i): int(h) for i, h in query(conn, f"SELECT id, {sql_row_hash(schema.columns)} FROM {table}")}
-    silver = spark.read.format("delta").load(config.table_path("silver", table))
+    path = config.table_path("silver", table)
+    silver = spark.read.format("delta").load(path)
     lake = {r["id"]: r["h"] for r in silver.select("id", spark_row_hash(schema.columns).alias("h")).collect()}
+    rows = pa.concat_tables(silver_parts(path, LocalLog().newest_version(path), schema.column_names))
+    in_arrow = dict(zip(rows.column("id").to_pylist(), row_hashes(schema.columns, rows).tolist(), strict=True))
+    assert in_arrow == lake, {k: (v, lake.get(k)) for k, v in in_arrow.items() if lake.get(k) != v}
     return source, lake
 
 

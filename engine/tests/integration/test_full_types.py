@@ -16,11 +16,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from lakehouse_engine.quality.dq import run_checks
+from lakehouse_engine.quality.arrowprint import term
+from lakehouse_engine.quality.arrowsilver import silver_parts
+from lakehouse_engine.quality.dq import LocalLog, compares_values, run_checks
 from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.quality.fingerprint import spark_field, spark_term, sql_field, sql_term
+from lakehouse_engine.quality.localdq import run_local_checks
+from lakehouse_engine.quality.sourceview import PendingView
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.source import embedded
 from lakehouse_engine.source.connection import qualified, quote_ident
@@ -396,9 +401,30 @@ def assert_fingerprints_alike(spark, config, source: SourceSession) -> None:
                     for col, mine, theirs in zip(compared, in_silver[key], in_source[key], strict=True)
                     if mine != theirs]
         assert not problems, f"{len(problems)} fields differ (key, column, silver, source): {problems[:8]}"
+        if sql is sql_term:
+            assert_arrow_terms_alike(config, compared, in_source)
 
-    # The whole comparison, as dq makes it: nothing differs, nothing is left out.
+    # The whole comparison, as dq makes it: nothing differs, nothing is left out; with Spark,
+    # and without a JVM (silver read from its files, every column's terms computed over Arrow).
     (result,) = run_checks(config, spark, [TableSpec(TABLE, TABLE)])
-    (values,) = [c for c in result.checks if c.expectation == VALUES_CHECK]
-    assert values.success and "hold the source's values" in values.observed, values.observed
-    assert "not compared" not in values.observed
+    specs = [TableSpec(TABLE, TABLE)]
+    with PendingView(config.source, specs, compares_values) as view:
+        local = run_local_checks(config, specs, view)
+    assert not local.for_spark, local.for_spark
+    for checked in (result, *local.results):
+        (values,) = [c for c in checked.checks if c.expectation == VALUES_CHECK]
+        assert values.success and "hold the source's values" in values.observed, values.observed
+        assert "not compared" not in values.observed
+
+
+def assert_arrow_terms_alike(config, compared, in_source: dict[Any, tuple]) -> None:
+    """Every column's term computed over Arrow (``arrowprint``, for ``dq`` without a JVM) from
+    silver's files as the engine reads them, equal to the source's SQL term value by value."""
+    path = config.table_path("silver", TABLE)
+    rows = pa.concat_tables(silver_parts(path, LocalLog().newest_version(path), [c.name for c in compared]))
+    terms = [term(c, i, rows.column(c.name)).tolist() for i, c in enumerate(compared)]
+    in_arrow = {key: tuple(t[row] for t in terms) for row, key in enumerate(rows.column("id").to_pylist())}
+    assert in_arrow.keys() == in_source.keys()
+    problems = [(key, col.name, mine, theirs) for key in sorted(in_source)
+                for col, mine, theirs in zip(compared, in_arrow[key], in_source[key], strict=True) if mine != theirs]
+    assert not problems, f"{len(problems)} Arrow terms differ (key, column, arrow, source): {problems[:8]}"

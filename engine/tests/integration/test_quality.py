@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 from lakehouse_engine.quality.datadocs import external_references
-from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, run_checks
+from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, compares_values, run_checks
 from lakehouse_engine.quality.expectations import VALUES_CHECK
+from lakehouse_engine.quality.localdq import LocalRun, run_local_checks
+from lakehouse_engine.quality.sourceview import PendingView
 from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.pipeline import Pipeline
 from lakehouse_engine.run.repair import repair_table
 from lakehouse_engine.run.results import RunStatus
-from lakehouse_engine.sink.log import deltalog
+from lakehouse_engine.sink.log import deltalog, logstate
 from lakehouse_engine.source import embedded
 from lakehouse_engine.tables import TableSpec
 
@@ -72,6 +74,56 @@ def test_checks_pass_at_silvers_position_after_new_source_changes_without_writin
     # other row holds the source's values.
     (values,) = [c for c in results[0].checks if c.expectation == VALUES_CHECK]
     assert "changed between the compared positions" in values.observed, values.observed
+
+
+def local_checks(config, specs) -> LocalRun:
+    with PendingView(config.source, specs, compares_values) as view:
+        return run_local_checks(config, specs, view)
+
+
+def observations(results) -> dict[str, dict[str, tuple[bool, str]]]:
+    """Each check's outcome and observation (a lag: its outcome only, it grows by the second)."""
+    return {r.table: {c.expectation: (c.success, "" if c.expectation.startswith("silver_lag") else c.observed)
+                      for c in r.checks} for r in results}
+
+
+def test_without_a_jvm_dq_observes_what_spark_does_and_leaves_a_difference_to_spark(spark, config, mariadb):
+    specs = demo_specs()
+    Pipeline(config, spark, "run-1").ingest(specs)
+    # Updates and deletes merged through the binlog: silver's files now carry deletion vectors.
+    run_source_sql(mariadb, config.source.database, """
+        UPDATE customers SET full_name = CONCAT(full_name, ' Jr') WHERE customer_id % 3 = 0;
+        DELETE FROM order_items WHERE line_no = 2;
+    """)
+    Pipeline(config, spark, "run-2").ingest(specs)
+    root = Path(config.table_path("silver", "customers"))
+    state = logstate.load(root, deltalog.newest_version(spark, str(root)))
+    assert any(add.get("deletionVector") for add in state.live()), "the test needs silver with deletion vectors"
+    # Changes since the ingest, a key change among them: left out of both sides' sums.
+    run_source_sql(mariadb, config.source.database, """
+        DELETE FROM customers WHERE customer_id = 5;
+        UPDATE customers SET customer_id = 100002 WHERE customer_id = 31;
+        UPDATE order_items SET quantity = quantity + 1 WHERE line_no = 1 AND order_id % 5 = 0;
+    """)
+    before = lake_versions(spark, config, [s.name for s in specs])
+    with_spark = run_checks(config, spark, specs)
+    local = local_checks(config, specs)
+    # products' key is in a _ci collation: Spark groups its spellings (``uniqueness``).
+    assert list(local.for_spark) == ["products"] and "collation" in local.for_spark["products"], local.for_spark
+    assert all(r.success for r in with_spark)
+    mine, theirs = observations(local.results), observations(r for r in with_spark if r.table != "products")
+    assert mine == theirs, [(t, c, mine[t].get(c), theirs[t].get(c)) for t in theirs for c in
+                            mine[t].keys() | theirs[t].keys() if mine[t].get(c) != theirs[t].get(c)]
+    (values,) = [c for c in local.results[0].checks if c.expectation == VALUES_CHECK]
+    assert "3 keys changed between the compared positions" in values.observed, values.observed  # 5, 31, 100002
+    assert lake_versions(spark, config, [s.name for s in specs]) == before  # dq wrote nothing
+
+    # A value changed behind the engine's back: Spark names its key, so the table goes there.
+    spark.sql(f"UPDATE delta.`{root}` SET full_name = 'tampered' WHERE customer_id = 7")
+    local = local_checks(config, specs)
+    assert sorted(local.for_spark) == ["customers", "products"] and "differ" in local.for_spark["customers"]
+    assert sorted(r.table for r in local.results) == ["order_items", "orders"]
+    assert all(r.success for r in local.results)
 
 
 def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 __all__ = ["CheckOutcome", "QualityResult", "UniqueKey", "run_quality_checks"]
 
 DATASOURCE_NAME = "spark_dataframes"
+# For a run whose checks were all measured by the engine (``dq`` without a JVM): GX reads no
+# data then, and is given an empty pandas frame, so that it never starts Spark.
+MEASURED_DATASOURCE_NAME = "measured_by_the_engine"
 BATCH_DEFINITION_NAME = "whole_dataframe"
 ROW_COUNT_PARAMETER = "source_row_count"
 _NO_BARS = {"globally": False, "metric_calculations": False}
@@ -72,7 +75,7 @@ class QualityResult:
 
 
 def run_quality_checks(
-    df: pyspark.sql.DataFrame,
+    df: pyspark.sql.DataFrame | None,
     *,
     table: str,
     key_columns: Sequence[str],
@@ -85,7 +88,9 @@ def run_quality_checks(
     batch_description: Mapping[str, str] | None = None,
     measured_keys: bool = False,
 ) -> QualityResult:
-    """Validate ``df`` for ``table`` and return a summary of every expectation.
+    """Validate ``df`` for ``table`` and return a summary of every expectation (``df`` None:
+    every check is ``measured``, with ``measured_keys``, and there are no ``extra_expectations``;
+    GX then reads no data and runs without Spark).
 
     The GX project lives in ``gx_root / "gx"`` (created on first use). The suite is named ``table``
     and is saved again only when its expectations changed, so changed ``key_columns`` or
@@ -112,6 +117,8 @@ def run_quality_checks(
     """
     if not key_columns:
         raise ValueError(f"{table}: key_columns must not be empty")
+    if df is None and (extra_expectations or not measured_keys):
+        raise ValueError(f"{table}: GX needs silver's rows for expectations the engine did not measure")
     unique = unique_key or UniqueKey(tuple(key_columns))
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
@@ -120,20 +127,23 @@ def run_quality_checks(
 
     context = gx.get_context(mode="file", project_root_dir=str(gx_root))
     _quiet_context(context)
-    batch_definition = _batch_definition(context, table)
+    batch_definition = _batch_definition(context, table, spark=df is not None)
     suite = _saved_suite(context, _build_suite(table, key_columns, extra_expectations, unique=unique,
                                                count_rows=expected_row_count is not None and not measured_keys,
                                                check_keys=not measured_keys,
                                                measured=[m.expectation for m in measured]))
+    # Each batch kind keeps a validation and checkpoint of its own, so that a table checked one
+    # way one run and the other the next (Spark's pass names differing keys) rewrites nothing.
+    kind = "" if df is not None else "measured_"
     validation = _saved(
         context.validation_definitions,
-        gx.ValidationDefinition(name=f"{table}__validation", data=batch_definition, suite=suite),
+        gx.ValidationDefinition(name=f"{table}__{kind}validation", data=batch_definition, suite=suite),
         lambda stored: stored.suite.id == suite.id and stored.data.id == batch_definition.id,
     )
     checkpoint = _saved(
         context.checkpoints,
         gx.Checkpoint(
-            name=f"{table}__checkpoint",
+            name=f"{table}__{kind}checkpoint",
             validation_definitions=[validation],
             actions=[],  # the Data Docs are built below, once the results name what was checked
             result_format="SUMMARY",
@@ -147,15 +157,15 @@ def run_quality_checks(
         parameters.update(check.parameters)
     # Should GX's Spark engine persist() the batch after all (a datasource that insists), it never
     # releases it: undo that unless the caller had already cached df.
-    was_cached = df.is_cached
+    was_cached = df is not None and df.is_cached
     try:
         result = checkpoint.run(
-            batch_parameters={"dataframe": df},
+            batch_parameters={"dataframe": _nothing_to_read() if df is None else df},
             expectation_parameters=parameters or None,
             run_id=RunIdentifier(run_name=f"binlog {compared_at}" if compared_at else None),
         )
     finally:
-        if not was_cached and df.is_cached:
+        if df is not None and not was_cached and df.is_cached:
             df.unpersist()
     docs_path = _data_docs(context, result, table, batch_description or {})
 
@@ -195,13 +205,23 @@ def _quiet_context(context: AbstractDataContext) -> None:
         variables.save()
 
 
-def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefinition[Any]:
-    """Get or create the Spark datasource, the table's dataframe asset and its batch definition.
+def _nothing_to_read() -> Any:
+    import pandas  # type: ignore[import-untyped]  # GX's own dependency
+
+    return pandas.DataFrame()
+
+
+def _batch_definition(context: AbstractDataContext, table: str, *, spark: bool = True) -> BatchDefinition[Any]:
+    """Get or create the Spark datasource (``spark`` False: the pandas one of measured runs), the
+    table's dataframe asset and its batch definition.
 
     Not ``add_or_update_spark``: it replaces the datasource with an asset-less copy, orphaning
     the batch definitions that stored validation definitions refer to.
     """
     from great_expectations.datasource.fluent.spark_datasource import DataFrameAsset, SparkDatasource
+
+    if not spark:
+        return _measured_batch_definition(context, table)
 
     if DATASOURCE_NAME in context.data_sources.all():
         datasource = context.data_sources.get(DATASOURCE_NAME)
@@ -220,6 +240,23 @@ def _batch_definition(context: AbstractDataContext, table: str) -> BatchDefiniti
         if table in datasource.get_asset_names()
         else datasource.add_dataframe_asset(name=table)
     )
+    try:
+        return asset.get_batch_definition(BATCH_DEFINITION_NAME)
+    except KeyError:  # documented "not found" signal of get_batch_definition
+        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
+
+
+def _measured_batch_definition(context: AbstractDataContext, table: str) -> BatchDefinition[Any]:
+    from great_expectations.datasource.fluent.pandas_datasource import PandasDatasource
+
+    if MEASURED_DATASOURCE_NAME in context.data_sources.all():
+        datasource = context.data_sources.get(MEASURED_DATASOURCE_NAME)
+    else:
+        datasource = context.data_sources.add_pandas(name=MEASURED_DATASOURCE_NAME)
+    if not isinstance(datasource, PandasDatasource):
+        raise TypeError(f"GX datasource {MEASURED_DATASOURCE_NAME!r} is a {type(datasource).__name__}, not pandas")
+    asset = (datasource.get_asset(table) if table in datasource.get_asset_names()
+             else datasource.add_dataframe_asset(name=table))
     try:
         return asset.get_batch_definition(BATCH_DEFINITION_NAME)
     except KeyError:  # documented "not found" signal of get_batch_definition

@@ -18,6 +18,10 @@ How one table is compared, for every selected table at once:
    row fingerprints summed per key bucket on both sides, the keys changed between ``R`` and
    ``P`` left out of both, differing buckets compared key by key and named in the report.
 
+On a local lake these steps are taken without a JVM for every table whose check passes
+(``localdq``: silver read from its files, fingerprints over Arrow); Spark, here, checks the rest
+in the same read view, and every table of a lake it alone can read.
+
 A table whose snapshot's watermark window is still open (changes of the table between ``R`` and
 the window's end, which its next ingest filters) has no single position yet: its check fails,
 asking for an ingest first.
@@ -27,9 +31,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pymysql
 from pyspark.sql import DataFrame, SparkSession
@@ -38,7 +42,8 @@ from ..cdc.binlog import BinlogSource, RowChange, Transaction
 from ..config.project import Layer, ProjectConfig, SourceProfile
 from ..errors import DataQualityError, IngestError
 from ..sink import history
-from ..sink.log import deltalog
+from ..sink.log import deltalog, localfiles
+from ..sink.log.commitfile import Commit
 from ..source.connection import binlog_sizes, connection
 from ..source.introspect import TableSchema
 from ..source.serverids import ServerIds
@@ -46,6 +51,7 @@ from ..source.typemap import binlog_converter
 from ..state.checkpoint import Checkpoint
 from ..state.positions import BinlogPosition
 from ..tables import TableSpec
+from . import gxload
 from .freshness import LagMeasurement, silver_lag
 from .reconcile import DRILLED_BUCKETS, Reconciliation, too_many_changed
 from .silverpass import KeyFacts, key_facts
@@ -54,6 +60,7 @@ from .sums import ToReconcile, reconcile_all
 from .uniqueness import compared_bytewise, key_uniqueness
 
 if TYPE_CHECKING:
+    from .checks import QualityResult, UniqueKey
     from .expectations import Measured
 
 log = logging.getLogger(__name__)
@@ -78,18 +85,51 @@ class NotComparable(DataQualityError):
     """Silver of a table cannot be compared with the source (yet); the message says why."""
 
 
-def silver_state(spark: SparkSession, config: ProjectConfig, spec: TableSpec) -> SilverState:
+class LakeLog(Protocol):
+    """How ``dq`` reads a Delta table's commits: through Delta (:class:`SparkLog`) or, on a local
+    lake, from the commit files themselves (:class:`LocalLog`), which needs no JVM."""
+
+    def newest_version(self, path: str) -> int: ...  # -1: no table
+
+    def commits_back(self, path: str, newest: int | None = None) -> Iterator[Commit]: ...
+
+
+@dataclass(frozen=True)
+class SparkLog:
+    spark: SparkSession
+
+    def newest_version(self, path: str) -> int:
+        return deltalog.newest_version(self.spark, path)
+
+    def commits_back(self, path: str, newest: int | None = None) -> Iterator[Commit]:
+        return deltalog.commits_back(self.spark, path, newest)
+
+
+class LocalLog:
+    """A local table's commit files, read as files (both readers stop where a file is gone)."""
+
+    def newest_version(self, path: str) -> int:
+        newest = localfiles.newest_version(localfiles.log_dir(path))
+        return -1 if newest is None else newest
+
+    def commits_back(self, path: str, newest: int | None = None) -> Iterator[Commit]:
+        return (c for c in localfiles.commits_back(localfiles.log_dir(path)) if newest is None or c.version <= newest)
+
+
+def silver_state(log: SparkSession | LakeLog, config: ProjectConfig, spec: TableSpec) -> SilverState:
     """Where silver of ``spec`` stands; ``NotComparable`` when it is not in the lake or its
-    snapshot is not finished."""
+    snapshot is not finished. ``log``: a Spark session reads the commits through Delta."""
+    if isinstance(log, SparkSession):
+        log = SparkLog(log)
     bronze_path = config.table_path(Layer.BRONZE, spec.name)
-    merged = _newest_merge(spark, config.table_path(Layer.SILVER, spec.name))
+    merged = _newest_merge(log, config.table_path(Layer.SILVER, spec.name))
     if merged is None:
         raise NotComparable(
             f"table {spec.name} is not in the lake at {config.lake_root}: dq checks the lake that "
             f"ingestion writes and never copies a table itself; run `make ingest TABLE={spec.name}` "
             "there, or point lake_root at that lake", table=spec.name)
     version, batch = merged
-    checkpoint = _checkpoint_of_batch(spark, bronze_path, batch)
+    checkpoint = _checkpoint_of_batch(log, bronze_path, batch)
     if checkpoint is None:
         raise NotComparable(f"table {spec.name}: silver applied bronze batch {batch}, which bronze at "
                             f"{bronze_path} does not have; run `make ingest TABLE={spec.name}`", table=spec.name)
@@ -155,11 +195,6 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     the others are still checked. Reads the lake and the source, writes only ``gx/``. ``view``:
     the source's read view of ``specs``, begun before Spark started (``sourceview``); else one is
     begun here. It is closed before this returns."""
-    from .checks import CheckOutcome, QualityResult, run_quality_checks  # GX is slow to import
-
-    def failed(name: str, message: str) -> QualityResult:
-        return QualityResult(name, False, (CheckOutcome(ALIGNMENT_CHECK, False, message),), None)
-
     with view or PendingView(config.source, specs, compares_values) as pending:
         states: dict[str, SilverState] = {}
         results: list[QualityResult] = []
@@ -172,12 +207,12 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
         pending.skip(s.name for s in specs if s.name not in states)
         healthy = [s for s in specs if s.name in states]
         if not healthy:
-            return _in_order(specs, results)
+            return in_order(specs, results)
         try:
             compared = compare_with_source(config, spark, healthy, states, view=pending)
         except IngestError as exc:
             log.error("comparing with the source: %s", exc)
-            return _in_order(specs, results + [failed(s.name, f"comparing with the source failed: {exc}")
+            return in_order(specs, results + [failed(s.name, f"comparing with the source failed: {exc}")
                                                for s in healthy])
     checked_at = pending.started_at
     for spec in healthy:
@@ -186,28 +221,47 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             log.error("%s", outcome)
             results.append(failed(spec.name, str(outcome)))
             continue
-        extra = list(spec.expectations()) if spec.expectations else []
-        # Not for a snapshot-only table: it stays at its snapshot's end on purpose.
-        lag = (silver_lag(config.target_dir, spec.name, state.position, state.synced_at, compared.position,
-                          checked_at) if spec.followed else None)
         silver = _silver_at(spark, config, spec, state)
         uniqueness = key_uniqueness(silver, outcome.schema, config.source)
-        facts = _key_facts(spec, outcome, silver)
-        result = run_quality_checks(
-            uniqueness.frame, table=spec.name, key_columns=outcome.schema.key,
-            expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
-            compared_at=str(state.position), unique_key=uniqueness.expectation(spec.name),
-            measured=_measured(spec, config, outcome, lag, facts), measured_keys=facts is not None,
-            batch_description={"silver table": config.table_path(Layer.SILVER, spec.name),
-                               "Delta version": str(state.version), "compared at binlog": str(state.position)},
-        )
-        result = replace(result, lag_seconds=lag.lag_seconds if lag is not None else None)
-        log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
-                 "passed" if result.success else "FAILED", state.position, state.batch,
-                 "not compared" if outcome.expected_rows is None else outcome.expected_rows,
-                 outcome.source_rows, compared.position)
-        results.append(result)
-    return _in_order(specs, results)
+        results.append(check_table(config, spec, state, outcome, CheckedAt(compared.position, checked_at),
+                                   uniqueness.frame, uniqueness.expectation(spec.name),
+                                   _key_facts(spec, outcome, silver)))
+    return in_order(specs, results)
+
+
+@dataclass(frozen=True)
+class CheckedAt:
+    """The source's read view a table was compared in: its position, and when it was begun."""
+
+    position: BinlogPosition
+    started_at: float
+
+
+def check_table(config: ProjectConfig, spec: TableSpec, state: SilverState, outcome: Compared, view: CheckedAt,
+                frame: DataFrame | None, unique_key: UniqueKey, facts: KeyFacts | None) -> QualityResult:
+    """The table's suite run by Great Expectations on silver (``frame``; None: nothing left for
+    GX to read, every check was ``measured``) with what was measured against the source."""
+    from .checks import run_quality_checks
+
+    gxload.loaded()
+    extra = list(spec.expectations()) if spec.expectations else []
+    # Not for a snapshot-only table: it stays at its snapshot's end on purpose.
+    lag = (silver_lag(config.target_dir, spec.name, state.position, state.synced_at, view.position,
+                      view.started_at) if spec.followed else None)
+    result = run_quality_checks(
+        frame, table=spec.name, key_columns=outcome.schema.key,
+        expected_row_count=outcome.expected_rows, extra_expectations=extra, gx_root=config.gx_dir,
+        compared_at=str(state.position), unique_key=unique_key,
+        measured=_measured(spec, config, outcome, lag, facts), measured_keys=facts is not None,
+        batch_description={"silver table": config.table_path(Layer.SILVER, spec.name),
+                           "Delta version": str(state.version), "compared at binlog": str(state.position)},
+    )
+    result = replace(result, lag_seconds=lag.lag_seconds if lag is not None else None)
+    log.info("%s: quality %s at %s (silver batch %d; source rows %s there, %d at %s)", spec.name,
+             "passed" if result.success else "FAILED", state.position, state.batch,
+             "not compared" if outcome.expected_rows is None else outcome.expected_rows,
+             outcome.source_rows, view.position)
+    return result
 
 
 def _key_facts(spec: TableSpec, outcome: Compared, silver: DataFrame) -> KeyFacts | None:
@@ -297,7 +351,7 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
         specs = [s for s in specs if s.name not in tables]
         states = {name: state for name, state in states.items() if name not in tables}
         schemas = {s.name: planned[s.name].schema for s in specs}
-        transactions = _binlog_between(config, position, list(states.values()),
+        transactions = binlog_between(config, position, list(states.values()),
                                        {s.source_table: schemas[s.name].key for s in specs})
         expected: dict[str, int | None] = {}
         reconciled: dict[str, ToReconcile | Reconciliation] = {}
@@ -343,7 +397,14 @@ def purged_positions(profile: SourceProfile, states: Mapping[str, SilverState]) 
         for name, state in states.items() if state.position.file not in files}
 
 
-def _in_order(specs: Sequence[TableSpec], results: list[Any]) -> list[Any]:
+def failed(name: str, message: str) -> QualityResult:
+    """A table's result when it could not be compared: one failed check saying why."""
+    from .checks import CheckOutcome, QualityResult
+
+    return QualityResult(name, False, (CheckOutcome(ALIGNMENT_CHECK, False, message),), None)
+
+
+def in_order(specs: Sequence[TableSpec], results: list[Any]) -> list[Any]:
     order = {s.name: i for i, s in enumerate(specs)}
     return sorted(results, key=lambda r: order[r.table])
 
@@ -355,22 +416,22 @@ def _silver_at(spark: SparkSession, config: ProjectConfig, spec: TableSpec, stat
     return history.current_rows(silver) if spec.scd_type == 2 else silver
 
 
-def _newest_merge(spark: SparkSession, silver_path: str) -> tuple[int, int] | None:
+def _newest_merge(log: LakeLog, silver_path: str) -> tuple[int, int] | None:
     """Silver's newest Delta version and the last bronze batch merged into it (commits after
     that merge, such as maintenance or a manual fix, are part of what is checked)."""
-    newest = deltalog.newest_version(spark, silver_path)
+    newest = log.newest_version(silver_path)
     if newest < 0:
         return None
-    for commit in deltalog.commits_back(spark, silver_path, newest):
+    for commit in log.commits_back(silver_path, newest):
         if commit.user_metadata is not None:  # not on table creation or maintenance commits
             return newest, int(json.loads(commit.user_metadata)["bronze_batch"])
     return None
 
 
-def _checkpoint_of_batch(spark: SparkSession, bronze_path: str, batch: int) -> Checkpoint | None:
-    if deltalog.newest_version(spark, bronze_path) < 0:
+def _checkpoint_of_batch(log: LakeLog, bronze_path: str, batch: int) -> Checkpoint | None:
+    if log.newest_version(bronze_path) < 0:
         return None
-    for commit in deltalog.commits_back(spark, bronze_path):
+    for commit in log.commits_back(bronze_path):
         if commit.operation == "WRITE" and commit.user_metadata is not None:
             checkpoint = Checkpoint.from_json(commit.user_metadata)
             if checkpoint.batch == batch:
@@ -380,7 +441,7 @@ def _checkpoint_of_batch(spark: SparkSession, bronze_path: str, batch: int) -> C
     return None
 
 
-def _binlog_between(config: ProjectConfig, counted_at: BinlogPosition, states: Sequence[SilverState],
+def binlog_between(config: ProjectConfig, counted_at: BinlogPosition, states: Sequence[SilverState],
                     keys: Mapping[str, Sequence[str]]) -> list[Transaction]:
     """The transactions of ``keys``' tables from the lowest to the highest position in play."""
     positions = [counted_at] + [p for s in states for p in (s.position, s.window_end)]

@@ -204,8 +204,12 @@ def _examples(per_key: DataFrame, schema: TableSchema, names: _Names) -> tuple[s
     keys = [quote_ident(k) for k in schema.key]
     complete: Column = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
     found = per_key.where(complete & (F.col(names.rows) > 1)).select(*keys, names.rows).limit(EXAMPLES).collect()
-    return tuple(", ".join(f"{name}={_shown(row[i])}" for i, name in enumerate(schema.key))
-                 + f": {row[len(keys)]} rows" for row in found)
+    return tuple(example(schema.key, row[:len(keys)], row[len(keys)]) for row in found)
+
+
+def example(key: Sequence[str], values: Sequence[Any], rows: int) -> str:
+    """A key held by several rows, as :attr:`KeyFacts.examples` names it."""
+    return ", ".join(f"{name}={_shown(value)}" for name, value in zip(key, values, strict=True)) + f": {rows} rows"
 
 
 def _shown(value: Any) -> str:

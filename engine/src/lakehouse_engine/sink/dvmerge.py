@@ -281,7 +281,8 @@ def may_hold(add: Mapping[str, Any], bounds: Sequence[tuple[str, Any, Any]], phy
     return True
 
 
-def _data_path(root: Path, path: str) -> Path:
+def data_path(root: Path, path: str) -> Path:
+    """A local table's data file named by an ``add`` action's path (relative, or absolute ``file:``)."""
     parsed = urlparse(path)
     if parsed.scheme in ("", "file") and path.startswith(("file:", "/")):
         return Path(unquote(parsed.path))
@@ -300,14 +301,14 @@ def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str
     held = 0
     wanted = [physical[k] for k in key] + [physical["_seq"]]
     for index, add in enumerate(files):
-        table = pq.read_table(_data_path(root, add["path"]), columns=wanted).select(wanted)
+        table = pq.read_table(data_path(root, add["path"]), columns=wanted).select(wanted)
         table = table.rename_columns([*key, "_tseq"])
         positions = np.arange(table.num_rows, dtype=np.uint64)
         table = table.append_column("_pos", pa.array(positions)).append_column(
             "_file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
         if add.get("deletionVector"):
             keep = np.ones(table.num_rows, dtype=bool)
-            keep[_deleted(root, add).astype(np.int64)] = False
+            keep[deleted_rows(root, add).astype(np.int64)] = False
             table = table.filter(pa.array(keep))
         parts.append(table)
         held += table.num_rows
@@ -322,7 +323,8 @@ def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str
                         "_pos": pa.array([], type=pa.uint64()), "_file": pa.array([], type=pa.int64())})
 
 
-def _deleted(root: Path, add: Mapping[str, Any]) -> np.ndarray:
+def deleted_rows(root: Path, add: Mapping[str, Any]) -> np.ndarray:
+    """The row positions the ``add`` action's deletion vector removes (uint64)."""
     try:
         return dvcodec.read(root, add["deletionVector"])
     except dvcodec.DeletionVectorError as exc:
@@ -339,7 +341,7 @@ def _file_actions(root: Path, files: Sequence[Mapping[str, Any]],
     for index, positions in sorted(removed.items()):
         add = dict(files[index])
         gone = positions if not add.get("deletionVector") else \
-            dvcodec.sorted_unique(np.concatenate([_deleted(root, add), positions]))
+            dvcodec.sorted_unique(np.concatenate([deleted_rows(root, add), positions]))
         records = _records(root, add)
         if int(gone[-1]) >= records:
             raise Unsupported(f"row {int(gone[-1])} is beyond the {records} rows of {add['path']}")
@@ -365,7 +367,7 @@ def _records(root: Path, add: Mapping[str, Any]) -> int:
     try:
         return int(json.loads(add["stats"])["numRecords"])
     except (KeyError, TypeError, ValueError):
-        return int(pq.ParquetFile(_data_path(root, add["path"])).metadata.num_rows)
+        return int(pq.ParquetFile(data_path(root, add["path"])).metadata.num_rows)
 
 
 def _wide_stats(add: Mapping[str, Any], records: int) -> str:

@@ -3,7 +3,7 @@ position, as a report on stdout."""
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ..context import CommandContext
 from ..options import Selection
@@ -13,18 +13,39 @@ from .common import start_pipeline
 
 
 def run(ctx: CommandContext, selection: Selection) -> int:
-    from ...quality.dq import compares_values, run_checks
+    from ...quality.dq import compares_values, in_order, run_checks
+    from ...quality.gxload import load_in_background
+    from ...quality.localdq import key_reason, qualifies, run_local_checks, source_columns
     from ...quality.sourceview import PendingView
 
     specs = ctx.specs(selection)
-    _import_great_expectations_meanwhile()
+    load_in_background()  # GX: 3 s of Python, needed only once silver is summed
     # The source's read view is opened and summed on a thread of its own while Spark starts
     # (``sourceview``): neither needs the other until silver is compared.
     with PendingView(ctx.config.source, specs, compares_values) as view:
         # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the
         # tables, and on a lake mounted read-only (an analyst's machine, a checker with read-only rights).
-        spark, _ = start_pipeline(ctx, writes=False)
-        results = run_checks(ctx.config, spark, specs, view=view)
+        if not qualifies(ctx.config, specs):
+            spark, _ = start_pipeline(ctx, writes=False)
+            results = run_checks(ctx.config, spark, specs, view=view)
+        else:
+            # Without a JVM (``localdq``). A table whose key sends it to Spark (a collated key)
+            # has Spark started at once, beside the others' checks, as on Spark's own path.
+            _preflight(ctx)
+            columns = source_columns(ctx.config, specs)
+            early = any(key_reason(columns[s.name].key_columns) for s in specs if s.name in columns)
+            if early:
+                _import_what_spark_start_imports()
+            with ThreadPoolExecutor(1, thread_name_prefix="dq-spark-start") as starting:
+                spark_started = (starting.submit(start_pipeline, ctx, writes=False, preflighted=True)
+                                 if early else None)
+                local = run_local_checks(ctx.config, specs, view, columns)
+                results, rest = local.results, [s for s in specs if s.name in local.for_spark]
+                if rest:
+                    spark, _ = (spark_started.result() if spark_started is not None
+                                else start_pipeline(ctx, writes=False, preflighted=True))
+                    results += run_checks(ctx.config, spark, rest, view=view)
+        results = in_order(specs, results)
     print_checks(results)
     failed = [r.table for r in results if not r.success]
     ctx.record(RunStatus.FAIL if failed else RunStatus.SUCCESS, results)
@@ -35,18 +56,20 @@ def run(ctx: CommandContext, selection: Selection) -> int:
     return 0
 
 
-def _import_great_expectations_meanwhile() -> None:
-    """Import Great Expectations in the background: 3 s of Python that the checks need only after
-    Spark's JVM has started, which takes as long and mostly waits. What both threads import
-    (pyspark, pyarrow, numpy) is imported here first, so that they never import one module at once."""
-    import numpy  # noqa: F401
-    import pyarrow  # noqa: F401
-    import pyspark.sql  # noqa: F401
+def _preflight(ctx: CommandContext) -> None:
+    """The source's binlog settings and grants, as :func:`start_pipeline` checks them for Spark's path."""
+    from ...source.connection import connection
+    from ...source.preflight import run_preflight
 
-    def load() -> None:
-        try:
-            import great_expectations  # noqa: F401
-        except Exception:  # noqa: BLE001 - the checks import it again and report the error there
-            pass
+    with connection(ctx.config.source) as conn:
+        run_preflight(conn)
 
-    threading.Thread(target=load, name="import-great-expectations", daemon=True).start()
+
+def _import_what_spark_start_imports() -> None:
+    """The modules :func:`start_pipeline` imports, imported here before it runs on a thread of
+    its own: two threads importing one module at once may see it half initialised."""
+    import lakehouse_engine.cdc.feed  # noqa: F401
+    import lakehouse_engine.run.pipeline  # noqa: F401
+    import lakehouse_engine.sink.resting  # noqa: F401
+    import lakehouse_engine.sink.spark  # noqa: F401
+    import lakehouse_engine.source.preflight  # noqa: F401
