@@ -13,7 +13,8 @@ from .common import start_pipeline
 
 
 def run(ctx: CommandContext, selection: Selection) -> int:
-    from ...quality.dq import compares_values, in_order, run_checks
+    from ...errors import IngestError
+    from ...quality.dq import compares_values, failed, in_order, run_checks
     from ...quality.gxload import load_in_background
     from ...quality.localdq import key_reason, qualifies, run_local_checks, source_columns
     from ...quality.sourceview import PendingView
@@ -42,15 +43,20 @@ def run(ctx: CommandContext, selection: Selection) -> int:
                 local = run_local_checks(ctx.config, specs, view, columns)
                 results, rest = local.results, [s for s in specs if s.name in local.for_spark]
                 if rest:
-                    spark, _ = (spark_started.result() if spark_started is not None
-                                else start_pipeline(ctx, writes=False, preflighted=True))
-                    results += run_checks(ctx.config, spark, rest, view=view)
+                    try:
+                        spark, _ = (spark_started.result() if spark_started is not None
+                                    else start_pipeline(ctx, writes=False, preflighted=True))
+                    except IngestError as exc:  # the tables checked here keep their results
+                        results += [failed(s.name, f"it needs Spark ({local.for_spark[s.name]}), which did "
+                                                   f"not start: {exc}") for s in rest]
+                    else:
+                        results += run_checks(ctx.config, spark, rest, view=view)
         results = in_order(specs, results)
     print_checks(results)
-    failed = [r.table for r in results if not r.success]
-    ctx.record(RunStatus.FAIL if failed else RunStatus.SUCCESS, results)
-    if failed:
-        error_line(f"ERROR [data quality]: checks failed for {', '.join(failed)}; see the report above",
+    failing = [r.table for r in results if not r.success]
+    ctx.record(RunStatus.FAIL if failing else RunStatus.SUCCESS, results)
+    if failing:
+        error_line(f"ERROR [data quality]: checks failed for {', '.join(failing)}; see the report above",
                    ctx.log_format, "data quality")
         return 1
     return 0
