@@ -116,20 +116,20 @@ class LocalLog:
         return (c for c in localfiles.commits_back(localfiles.log_dir(path)) if newest is None or c.version <= newest)
 
 
-def silver_state(log: SparkSession | LakeLog, config: ProjectConfig, spec: TableSpec) -> SilverState:
+def silver_state(lake: SparkSession | LakeLog, config: ProjectConfig, spec: TableSpec) -> SilverState:
     """Where silver of ``spec`` stands; ``NotComparable`` when it is not in the lake or its
-    snapshot is not finished. ``log``: a Spark session reads the commits through Delta."""
-    if isinstance(log, SparkSession):
-        log = SparkLog(log)
+    snapshot is not finished. ``lake``: how its commits are read (a Spark session: through Delta)."""
+    if isinstance(lake, SparkSession):
+        lake = SparkLog(lake)
     bronze_path = config.table_path(Layer.BRONZE, spec.name)
-    merged = _newest_merge(log, config.table_path(Layer.SILVER, spec.name))
+    merged = _newest_merge(lake, config.table_path(Layer.SILVER, spec.name))
     if merged is None:
         raise NotComparable(
             f"table {spec.name} is not in the lake at {config.lake_root}: dq checks the lake that "
             f"ingestion writes and never copies a table itself; run `make ingest TABLE={spec.name}` "
             "there, or point lake_root at that lake", table=spec.name)
     version, batch = merged
-    checkpoint = _checkpoint_of_batch(log, bronze_path, batch)
+    checkpoint = _checkpoint_of_batch(lake, bronze_path, batch)
     if checkpoint is None:
         raise NotComparable(f"table {spec.name}: silver applied bronze batch {batch}, which bronze at "
                             f"{bronze_path} does not have; run `make ingest TABLE={spec.name}`", table=spec.name)
@@ -416,22 +416,22 @@ def _silver_at(spark: SparkSession, config: ProjectConfig, spec: TableSpec, stat
     return history.current_rows(silver) if spec.scd_type == 2 else silver
 
 
-def _newest_merge(log: LakeLog, silver_path: str) -> tuple[int, int] | None:
+def _newest_merge(lake: LakeLog, silver_path: str) -> tuple[int, int] | None:
     """Silver's newest Delta version and the last bronze batch merged into it (commits after
     that merge, such as maintenance or a manual fix, are part of what is checked)."""
-    newest = log.newest_version(silver_path)
+    newest = lake.newest_version(silver_path)
     if newest < 0:
         return None
-    for commit in log.commits_back(silver_path, newest):
+    for commit in lake.commits_back(silver_path, newest):
         if commit.user_metadata is not None:  # not on table creation or maintenance commits
             return newest, int(json.loads(commit.user_metadata)["bronze_batch"])
     return None
 
 
-def _checkpoint_of_batch(log: LakeLog, bronze_path: str, batch: int) -> Checkpoint | None:
-    if log.newest_version(bronze_path) < 0:
+def _checkpoint_of_batch(lake: LakeLog, bronze_path: str, batch: int) -> Checkpoint | None:
+    if lake.newest_version(bronze_path) < 0:
         return None
-    for commit in log.commits_back(bronze_path):
+    for commit in lake.commits_back(bronze_path):
         if commit.operation == "WRITE" and commit.user_metadata is not None:
             checkpoint = Checkpoint.from_json(commit.user_metadata)
             if checkpoint.batch == batch:
