@@ -119,8 +119,8 @@ class LocalLog:
 def silver_state(lake: SparkSession | LakeLog, config: ProjectConfig, spec: TableSpec) -> SilverState:
     """Where silver of ``spec`` stands; ``NotComparable`` when it is not in the lake or its
     snapshot is not finished. ``lake``: how its commits are read (a Spark session: through Delta)."""
-    if not hasattr(lake, "commits_back"):  # a Spark session, classic or Spark Connect's
-        lake = SparkLog(lake)
+    if not isinstance(lake, SparkLog | LocalLog):  # a Spark session, classic or Spark Connect's
+        lake = SparkLog(lake)  # type: ignore[arg-type]
     bronze_path = config.table_path(Layer.BRONZE, spec.name)
     merged = _newest_merge(lake, config.table_path(Layer.SILVER, spec.name))
     if merged is None:
