@@ -77,8 +77,6 @@ def key_field(col: ColumnInfo, values: pa.ChunkedArray | pa.Array) -> pa.Array:
     """:func:`fingerprint.spark_field`: the upper-case hex of the value's text (of a BIT(>1)'s
     bytes), the upper-case MD5 of a variable-length value, ``N`` for NULL."""
     array = _one_chunk(values)
-    if _is_dictionary(array.type):
-        array = array.dictionary_decode()
     if is_long(col):
         data = array.cast(pa.binary()) if pa.types.is_string(array.type) else array
         digests = [None if v is None else hashlib.md5(v).hexdigest().upper() for v in data.to_pylist()]
@@ -151,22 +149,12 @@ def term(col: ColumnInfo, position: int, values: pa.ChunkedArray | pa.Array) -> 
     if kind in INTEGER_TYPES or kind == "year" or (kind == "bit" and (col.display_width or 1) == 1):
         numbers, valid = _integers(values)
         return np.where(valid, (numbers + INT_OFFSET).astype(U64), null) * weight
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) and _is_dictionary(values.type) else [values]
-    found = [crc32s(canonical_bytes(col, chunk)) for chunk in chunks]  # a dictionary per chunk
-    if not found:
-        return np.zeros(0, dtype=U64)
-    crcs, valid = (np.concatenate([c for c, _ in found]), np.concatenate([v for _, v in found]))
+    crcs, valid = crc32s(canonical_bytes(col, values))
     return np.where(valid, crcs, null) * weight
 
 
-def _is_dictionary(kind: pa.DataType) -> bool:
-    return bool(pa.types.is_dictionary(kind))
-
-
 def _bytes_type(kind: pa.DataType) -> bool:
-    """A string or binary type, or a dictionary of one (silver's text read dictionary-encoded)."""
-    if _is_dictionary(kind):
-        kind = kind.value_type
+    """A string or binary type, narrow or large."""
     return bool(pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind)
                 or pa.types.is_large_binary(kind))
 
@@ -177,9 +165,7 @@ def canonical_bytes(col: ColumnInfo, values: pa.ChunkedArray | pa.Array) -> pa.A
     array = _one_chunk(values)
     kind = col.data_type
     if kind == "bit" or is_long(col):
-        return array  # BIT(>1) bytes, binary, spatial, long text: as stored (maybe dictionary-encoded)
-    if _is_dictionary(array.type):
-        array = array.dictionary_decode()
+        return array  # BIT(>1) bytes, binary, spatial, long text: as stored
     if kind == "date":
         return pc.strftime(array, format="%Y-%m-%d")
     if kind == "datetime":
@@ -205,9 +191,6 @@ def crc32s(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if not _bytes_type(array.type):
         raise Unprintable(f"a CRC-32 of {array.type}")
     valid = _valid(array)
-    if _is_dictionary(array.type):  # as Parquet keeps text: each distinct value once
-        distinct = np.append(_each_crc(array.dictionary), U64(0))
-        return distinct[np.asarray(array.indices.fill_null(0).to_numpy(zero_copy_only=False))], valid
     if len(array) >= REPEATS_WORTH_A_LOOK and _repeats(array):
         encoded = pc.dictionary_encode(array)
         if len(encoded.dictionary) <= len(array) // 2:
@@ -242,9 +225,6 @@ def _each_crc(array: pa.Array) -> np.ndarray:
 
 
 def _one_chunk(values: pa.ChunkedArray | pa.Array) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray) and _is_dictionary(values.type):  # a dictionary per chunk
-        return pa.concat_arrays([c.dictionary_decode() for c in values.chunks]) if values.num_chunks else (
-            pa.array([], type=values.type.value_type))
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     return values
@@ -324,12 +304,8 @@ def _binary_float(array: pa.Array) -> pa.Array:
     _, exponent = np.frexp(size)
     exponent = np.maximum(exponent.astype(np.int64) - (SIGNIFICAND_BITS + 1), SMALLEST_EXPONENT)
     significand = np.ldexp(size, -exponent).astype(np.int64)  # exact: a power of two divides
-    text = _join_p(x, significand, exponent)
-    text = pc.if_else(pa.array(size == 0), pa.scalar("0"), text)
-    return pc.if_else(_valid(array), text, pa.scalar(None, pa.string()))
-
-
-def _join_p(x: np.ndarray, significand: np.ndarray, exponent: np.ndarray) -> pa.Array:
     sign = pa.array(np.where(x < 0, "-", ""), type=pa.string())
     head = pc.binary_join_element_wise(sign, pc.cast(pa.array(significand), pa.string()), "")
-    return pc.binary_join_element_wise(head, pc.cast(pa.array(exponent), pa.string()), "p")
+    text = pc.binary_join_element_wise(head, pc.cast(pa.array(exponent), pa.string()), "p")
+    text = pc.if_else(pa.array(size == 0), pa.scalar("0"), text)
+    return pc.if_else(_valid(array), text, pa.scalar(None, pa.string()))
