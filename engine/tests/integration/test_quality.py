@@ -22,6 +22,7 @@ from lakehouse_engine.run.repair import repair_table
 from lakehouse_engine.run.results import RunStatus
 from lakehouse_engine.sink.log import deltalog, logstate
 from lakehouse_engine.source import embedded
+from lakehouse_engine.source.connection import connection, query
 from lakehouse_engine.tables import TableSpec
 
 from .browser import ensure_browser, rendered_dom
@@ -74,6 +75,32 @@ def test_checks_pass_at_silvers_position_after_new_source_changes_without_writin
     # other row holds the source's values.
     (values,) = [c for c in results[0].checks if c.expectation == VALUES_CHECK]
     assert "changed between the compared positions" in values.observed, values.observed
+
+
+def source_counts(config, tables) -> dict[str, int]:
+    with connection(config.source) as conn:
+        return {t: int(query(conn, f"SELECT COUNT(*) FROM {t}")[0][0]) for t in tables}
+
+
+def test_the_read_view_counts_every_table_exactly_by_its_sums_or_by_a_count(config, mariadb):
+    # customers: one integer key (planned from its range); order_items: a composite key and
+    # products: a text key (planned from the server's estimate); orders emptied: an estimate of
+    # none, counted. Counted by their sums where values are compared, by COUNT(*) where not.
+    run_source_sql(mariadb, config.source.database, """
+        DELETE FROM order_items;
+        DELETE FROM orders;
+        INSERT INTO order_items (order_id, line_no, sku, quantity, unit_price)
+            SELECT 900000 + seq, 1, 'SKU-0001', 1, 9.99 FROM seq_1_to_3000;
+    """)
+    specs = demo_specs()
+    exact = source_counts(config, [s.source_table for s in specs])
+    assert exact["order_items"] == 3000 and exact["orders"] == 0
+    for compares in (compares_values, lambda spec: False):
+        with PendingView(config.source, specs, compares) as view:
+            planned = view.opened().tables
+            assert view.rows() == {s.name: exact[s.source_table] for s in specs}
+            assert set(view.sums()) == ({s.name for s in specs} if compares is compares_values else set())
+    assert planned["customers"].bucketing is None  # the second view compares nothing
 
 
 def local_checks(config, specs) -> LocalRun:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_engine.cdc.binlog import RowChange, SchemaChange, TableProblem, Transaction
-from lakehouse_engine.quality.dq import NotComparable, SilverState, count_at, net_row_change
+from lakehouse_engine.quality.dq import NotComparable, SilverState, count_change, net_row_change
 from lakehouse_engine.state.positions import BinlogPosition
 
 
@@ -40,27 +40,27 @@ def test_a_key_changing_update_keeps_the_count():
 
 def test_silver_behind_the_count_subtracts_the_changes_in_between():
     log = [tx(100, change("c", 1, 90)), tx(200, change("c", 2, 190)), tx(300, change("d", 3, 290))]
-    # Counted 50 rows at 300; silver is at 100: +1 and -1 happened after it.
-    assert count_at(50, at(300), silver(100), "t", log) == 50
-    assert count_at(50, at(300), silver(200), "t", log) == 51
+    # Counted at 300; silver is at 100: +1 and -1 happened after it, at 200 only the -1.
+    assert count_change(at(300), silver(100), "t", log) == 0
+    assert count_change(at(300), silver(200), "t", log) == 1
 
 
 def test_silver_ahead_of_the_count_adds_the_changes_in_between():
     log = [tx(200, change("c", 2, 190)), tx(300, change("c", 3, 290, table="other"))]
-    assert count_at(50, at(100), silver(300), "t", log) == 51
+    assert count_change(at(100), silver(300), "t", log) == 1
 
 
 def test_changes_of_other_tables_and_outside_the_range_are_ignored():
     log = [tx(50, change("c", 1, 40)), tx(150, change("c", 2, 140, table="other")), tx(400, change("d", 1, 390))]
-    assert count_at(7, at(200), silver(100), "t", log) == 7
+    assert count_change(at(200), silver(100), "t", log) == 0
 
 
 def test_a_change_inside_the_open_watermark_window_is_not_comparable():
     log = [tx(150, change("u", 1, 140))]
     with pytest.raises(NotComparable, match="watermark window"):
-        count_at(10, at(300), silver(100, window_end=200), "t", log)
+        count_change(at(300), silver(100, window_end=200), "t", log)
     # The same change after the window's end is only counted.
-    assert count_at(10, at(300), silver(100, window_end=120), "t", log) == 10
+    assert count_change(at(300), silver(100, window_end=120), "t", log) == 0
 
 
 @pytest.mark.parametrize("extra", [
@@ -69,4 +69,4 @@ def test_a_change_inside_the_open_watermark_window_is_not_comparable():
 ])
 def test_a_table_whose_changes_cannot_be_counted_is_not_comparable(extra):
     with pytest.raises(NotComparable, match="cannot be counted"):
-        count_at(10, at(300), silver(100), "t", [tx(150, **extra)])
+        count_change(at(300), silver(100), "t", [tx(150, **extra)])

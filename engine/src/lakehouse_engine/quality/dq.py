@@ -166,10 +166,12 @@ def net_row_change(changes: Iterable[RowChange]) -> int:
     return net
 
 
-def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, table: str,
-             transactions: Sequence[Transaction]) -> int:
-    """The source row count of ``table`` at ``silver.position``, from the count at ``counted_at``
-    and the binlog ``transactions`` covering both positions and ``silver.window_end``."""
+def count_change(counted_at: BinlogPosition, silver: SilverState, table: str,
+                 transactions: Sequence[Transaction]) -> int:
+    """What to add to ``table``'s row count at ``counted_at`` for its count at ``silver.position``,
+    from the binlog ``transactions`` covering both positions and ``silver.window_end``: known
+    before the count itself (which comes with the source's sums), and raising
+    :class:`NotComparable` as early where the count at silver's position cannot be known."""
     low, high = sorted((counted_at, silver.position))
     between: list[RowChange] = []
     for transaction in transactions:
@@ -186,7 +188,7 @@ def count_at(counted: int, counted_at: BinlogPosition, silver: SilverState, tabl
                                     f"counted ({problems[0]} at {transaction.end})", table=table)
             between.extend(mine)
     net = net_row_change(between)
-    return counted - net if silver.position <= counted_at else counted + net
+    return -net if silver.position <= counted_at else net
 
 
 def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[TableSpec], *,
@@ -353,13 +355,13 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
         schemas = {s.name: planned[s.name].schema for s in specs}
         transactions = binlog_between(config, position, list(states.values()),
                                        {s.source_table: schemas[s.name].key for s in specs})
-        expected: dict[str, int | None] = {}
+        change: dict[str, int | None] = {}  # to the count at P, for the count at silver's position
         reconciled: dict[str, ToReconcile | Reconciliation] = {}
         for spec in specs:
             state, schema, bucketing = states[spec.name], schemas[spec.name], planned[spec.name].bucketing
             try:
-                expected[spec.name] = count_at(planned[spec.name].rows, position, state, spec.source_table,
-                                               transactions) if spec.snapshots else None
+                change[spec.name] = count_change(position, state, spec.source_table,
+                                                 transactions) if spec.snapshots else None
             except NotComparable as exc:
                 tables[spec.name] = exc
                 continue
@@ -373,10 +375,11 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
         to_reconcile = {name: c for name, c in reconciled.items() if isinstance(c, ToReconcile)}
         pending.skip(name for name in planned if name not in to_reconcile)
         outcomes = {**reconciled, **reconcile_all(pending, spark, to_reconcile, drilled)}
-        for name, count in expected.items():
+        rows = pending.rows()
+        for name, delta in change.items():
             values = outcomes.get(name)
             assert not isinstance(values, ToReconcile)
-            tables[name] = Compared(schemas[name], planned[name].rows, count, values)
+            tables[name] = Compared(schemas[name], rows[name], None if delta is None else rows[name] + delta, values)
     return SourceComparison(position, tables)
 
 

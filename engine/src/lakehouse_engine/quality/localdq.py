@@ -51,7 +51,7 @@ from .dq import (
     changed_keys,
     check_table,
     compares_values,
-    count_at,
+    count_change,
     failed,
     purged_positions,
     silver_state,
@@ -89,7 +89,7 @@ def qualifies(config: ProjectConfig, specs: Sequence[TableSpec]) -> bool:
 class _Summed:
     spec: TableSpec
     state: SilverState
-    expected_rows: int
+    count_change: int  # to the source's count in the view, for its count at silver's position
     changed: list[Key]
     silver: SilverPass
 
@@ -100,7 +100,7 @@ def run_local_checks(config: ProjectConfig, specs: Sequence[TableSpec], view: Pe
     ``columns``: the source's columns of ``specs`` as :func:`source_columns` read them just before.
 
     Silver is read and fingerprinted first, while the view's thread opens the read view and
-    counts the source (seconds on a big table), in the columns the source has just before; a
+    sums the source (seconds on a big table), in the columns the source has just before; a
     table whose columns the view then sees otherwise (a DDL in between) is fingerprinted again."""
     run = LocalRun()
     lake = LocalLog()
@@ -135,7 +135,7 @@ def run_local_checks(config: ProjectConfig, specs: Sequence[TableSpec], view: Pe
     for spec in healthy:
         state, planned = states[spec.name], opened.tables[spec.name]
         try:
-            expected = count_at(planned.rows, opened.position, state, spec.source_table, transactions)
+            change = count_change(opened.position, state, spec.source_table, transactions)
         except NotComparable as exc:
             log.error("%s", exc)
             run.results.append(failed(spec.name, str(exc)))
@@ -153,11 +153,11 @@ def run_local_checks(config: ProjectConfig, specs: Sequence[TableSpec], view: Pe
                 reason = rows
             else:
                 assert planned.bucketing is not None
-                summed_tables.append(_Summed(spec, state, expected, changed,
+                summed_tables.append(_Summed(spec, state, change, changed,
                                              summed(rows, planned.bucketing, changed)))
         if reason is not None:
             run.for_spark[spec.name] = reason
-    sources = view.sums()
+    sources, counts = view.sums(), view.rows()
     conn = opened.conn  # the view's thread is done with it
     gxload.loaded()  # a table module's expectations() may import GX
     for table in summed_tables:
@@ -174,7 +174,8 @@ def run_local_checks(config: ProjectConfig, specs: Sequence[TableSpec], view: Pe
             continue
         values = Reconciliation(len(source.keys() | table.silver.sums.keys()), (), len(table.changed),
                                 key_facts=facts)
-        outcome = Compared(planned.schema, planned.rows, table.expected_rows, values)
+        counted = counts[name]
+        outcome = Compared(planned.schema, counted, counted + table.count_change, values)
         run.results.append(check_table(config, table.spec, table.state, outcome,
                                        CheckedAt(opened.position, view.started_at), None,
                                        _unique(planned.schema.key), facts))

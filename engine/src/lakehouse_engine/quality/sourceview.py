@@ -9,7 +9,9 @@ Spark's JVM starts (3-5 s), so the two overlap; silver's side is summed meanwhil
 
 The caller first takes :meth:`PendingView.opened` (the position and the plans, ready once the
 fast statements ran), reads silver's positions and the binlog between, sums silver, and only
-then waits for the source's sums (:meth:`PendingView.sums`). The connection keeps the read view
+then waits for the source's sums and row counts (:meth:`PendingView.sums`, :meth:`PendingView.rows`).
+A summed table is counted by its sums (its buckets' row counts); only a table whose values are
+not compared costs a ``COUNT(*)``. The connection keeps the read view
 open until the view is closed, for the keys changed between ``R`` and ``P`` and the differing
 buckets, which are read in that same view. One thread uses the connection at a time: the view's
 own until its sums are done, the caller's after.
@@ -37,11 +39,10 @@ from .reconcile import SourceSide, plan_source, source_side
 
 @dataclass(frozen=True)
 class Planned:
-    """One table in the read view: its schema, its row count there, and how its values are
-    bucketed (None: its values are not compared)."""
+    """One table in the read view: its schema and how its values are bucketed (None: its values
+    are not compared). Its row count comes later, with its sums (:meth:`PendingView.rows`)."""
 
     schema: TableSchema
-    rows: int
     bucketing: Bucketing | None
 
 
@@ -57,9 +58,9 @@ class OpenedView:
 class PendingView:
     """A read view of the source opened, planned and summed on a thread of its own.
 
-    ``specs`` are planned (schema and row count); those for which ``compares(spec)`` also get
-    their bucket sums. :meth:`skip` drops tables the caller found it cannot compare (their sums
-    are not started, where not yet begun). Close it (or use it as a context manager): the
+    ``specs`` are planned and counted; those for which ``compares(spec)`` get their bucket sums
+    (which count them). :meth:`skip` drops tables the caller found it cannot compare: they are
+    counted instead of summed, where their sums are not yet begun. Close it (or use it as a context manager): the
     connection is closed then, or by the view's thread once it ends, if it is still running."""
 
     def __init__(self, profile: SourceProfile, specs: Sequence[TableSpec], compares: Callable[[TableSpec], bool]):
@@ -74,6 +75,7 @@ class PendingView:
         self._conn: pymysql.connections.Connection | None = None
         self._opened: OpenedView | None = None
         self._sums: dict[str, SourceSide] = {}
+        self._rows: dict[str, int] = {}
         self._error: BaseException | None = None
         self._ready = threading.Event()  # opened (or failed)
         self._thread = threading.Thread(target=self._run, name="dq-source-view", daemon=True)
@@ -95,6 +97,13 @@ class PendingView:
         if self._error is not None:
             raise self._error
         return self._sums
+
+    def rows(self) -> dict[str, int]:
+        """Every table's row count in the read view, by spec name (waits for the sums)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._rows
 
     def skip(self, names: Iterable[str]) -> None:
         with self._lock:
@@ -123,9 +132,13 @@ class PendingView:
             self._opened = _open(self._conn, self._profile.database, self._specs, self._compares)
             self._ready.set()
             for name, planned in self._opened.tables.items():
+                if self._is_closed():
+                    break
                 if planned.bucketing is None or self._is_skipped(name):
+                    self._rows[name] = _count(self._conn, planned.schema)
                     continue
-                self._sums[name] = source_side(self._conn, planned.schema, planned.bucketing)
+                self._sums[name] = side = source_side(self._conn, planned.schema, planned.bucketing)
+                self._rows[name] = side.rows
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by opened() and sums()
             self._error = exc
         finally:
@@ -138,7 +151,11 @@ class PendingView:
 
     def _is_skipped(self, name: str) -> bool:
         with self._lock:
-            return name in self._skipped or self._closed
+            return name in self._skipped
+
+    def _is_closed(self) -> bool:
+        with self._lock:
+            return self._closed
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -156,10 +173,17 @@ def _open(conn: pymysql.connections.Connection, database: str, specs: Sequence[T
     tables: dict[str, Planned] = {}
     for spec in specs:
         schema = describe_table(conn, database, spec.source_table, spec.key)
-        rows = _count(conn, database, spec.source_table)
-        tables[spec.name] = Planned(schema, rows, plan_source(conn, schema, rows) if compares(spec) else None)
+        bucketing = plan_source(conn, schema, _estimated_rows(conn, schema)) if compares(spec) else None
+        tables[spec.name] = Planned(schema, bucketing)
     return OpenedView(conn, position, tables)
 
 
-def _count(conn: Any, database: str, table: str) -> int:
-    return int(query(conn, f"SELECT COUNT(*) FROM {qualified(database, table)}")[0][0])
+def _estimated_rows(conn: Any, schema: TableSchema) -> int:
+    """The server's estimate of the table's row count (InnoDB's statistics: cheap, approximate)."""
+    found = query(conn, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                  "AND TABLE_NAME = %s", (schema.schema, schema.table))
+    return int(found[0][0] or 0) if found else 0
+
+
+def _count(conn: Any, schema: TableSchema) -> int:
+    return int(query(conn, f"SELECT COUNT(*) FROM {qualified(schema.schema, schema.table)}")[0][0])
