@@ -109,6 +109,28 @@ def test_crcs_are_read_in_place_from_a_sliced_array_with_nulls():
     assert binary.tolist() == [zlib.crc32(b"\x00\xff"), 0]
 
 
+@pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary()])
+def test_crcs_of_values_of_one_length_computed_together_are_zlibs(kind):
+    rng = random.Random(5)
+    # Lengths held by many values (CRC'd together, in several blocks for 16 bytes), by few
+    # (zlib), over the longest CRC'd together, empty values and NULLs; distinct values (no
+    # dictionary), read from a slice.
+    lengths = ([16] * (arrowprint.TOGETHER_PER_STEP + 300) + [1, 3, 4, 5, 63, 64] * 70
+               + [65, 200] * 80 + [0] * 100 + [7] * 10)
+    values: list[bytes | None] = [rng.randbytes(n) for n in lengths] + [None] * 50
+    rng.shuffle(values)
+    crcs, valid = arrowprint.crc32s(pa.array([b"skipped"] + values, kind).slice(1))
+    assert [int(c) if v else None for c, v in zip(crcs, valid, strict=True)] == [
+        None if v is None else zlib.crc32(v) for v in values]
+
+
+def test_crcs_of_text_of_one_length_are_zlibs_of_its_utf8():
+    texts = [f"AAAAAAAA{i:08X}" for i in range(5000)] + ["Grüße €" * 3] * 1 + [f"ünï{i:05d}" for i in range(200)]
+    for kind in (pa.string(), pa.large_string()):
+        crcs, _ = arrowprint.crc32s(pa.array(texts, kind))
+        assert crcs.tolist() == [zlib.crc32(t.encode()) for t in texts]
+
+
 def test_crcs_of_a_column_of_repeats_are_each_values_own():
     rng = random.Random(11)
     words = [rng.randbytes(rng.randint(0, 40)) for _ in range(50)]

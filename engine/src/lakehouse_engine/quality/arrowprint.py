@@ -9,8 +9,9 @@ branch by branch (``spark_numbers``, ``spark_weighed``, ``_spark_text``), and th
 both sides to the source's sums on a real server for every column type.
 
 Arithmetic is in unsigned 64-bit numpy: the fingerprint's terms stay under 2**57 and its sums
-under 2**63 (see :mod:`fingerprint`), so nothing wraps. A CRC-32 is ``zlib.crc32`` over each
-distinct value's bytes, read in place from the Arrow buffers (:func:`crc32s`).
+under 2**63 (see :mod:`fingerprint`), so nothing wraps. A CRC-32 is zlib's, of each distinct
+value's bytes read in place from the Arrow buffers, computed for all values of one length at once
+(:func:`crc32s`).
 A key's spelling (for hash buckets) is hex-encoded in one numpy pass over the Arrow buffer.
 """
 
@@ -184,10 +185,8 @@ def canonical_bytes(col: ColumnInfo, values: pa.ChunkedArray | pa.Array) -> pa.A
 def crc32s(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The CRC-32 of every value's bytes (uint64) and which values are not NULL.
 
-    ``zlib`` makes one call per distinct value (0.3-0.5 us each, the pass's main cost): a column
-    with many repeats (names, flags, countries) is dictionary-encoded first, and each distinct
-    value CRC'd once. (A numpy CRC fed one byte position per step for all values at once was
-    measured slower than the calls: 29 ns a byte against 20.)"""
+    A column with many repeats (names, flags, countries) is dictionary-encoded first, and each
+    distinct value CRC'd once; the distinct values are CRC'd by :func:`_each_crc`."""
     if not _bytes_type(array.type):
         raise Unprintable(f"a CRC-32 of {array.type}")
     valid = _valid(array)
@@ -211,14 +210,80 @@ def _repeats(array: pa.Array) -> bool:
 
 
 def _each_crc(array: pa.Array) -> np.ndarray:
-    """zlib's CRC-32 of each value's bytes, read in place from the Arrow buffers (NULL: any number)."""
+    """The CRC-32 (zlib's) of each value's bytes, read in place from the Arrow buffers (NULL: any
+    number).
+
+    Values of one length are CRC'd together, four byte positions per numpy step over all of them
+    (:func:`_crc_together`): 2M 16-byte keys in 0.15 s against 0.77 s for one ``zlib`` call per
+    value, whose cost is the call and the slice, not the bytes (per value at 200k values: 8
+    bytes 66 ns against 448, 64 bytes 270-360 ns against 500-790, 128 bytes 610 ns against 480).
+    A length held by few values, and values over 64 bytes, are left to ``zlib``."""
     rows = len(array)
     _, offsets_buffer, data_buffer = array.buffers()
     width = np.int64 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) else np.int32
-    offsets = np.frombuffer(offsets_buffer, dtype=width)[array.offset:array.offset + rows + 1].tolist()
-    data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
-    return np.fromiter(map(zlib.crc32, map(data.__getitem__, map(slice, offsets[:-1], offsets[1:]))),
-                       dtype=U64, count=rows)
+    offsets = np.frombuffer(offsets_buffer, dtype=width)[array.offset:array.offset + rows + 1].astype(np.int64)
+    data = (np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None
+            else np.empty(0, dtype=np.uint8))
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    crcs = np.zeros(rows, dtype=U64)  # the CRC-32 of no bytes is 0
+    if not rows:
+        return crcs
+    if lengths.max() < 2**16:
+        lengths = lengths.astype(np.uint16)  # numpy sorts these by radix, stable and fast
+    by_length = np.argsort(lengths, kind="stable")
+    present, firsts = np.unique(lengths[by_length], return_index=True)
+    for length, first, last in zip(present.tolist(), firsts.tolist(), [*firsts[1:].tolist(), rows], strict=True):
+        group = by_length[first:last]
+        if length == 0:
+            continue
+        if len(group) < TOGETHER_AT_LEAST or length > TOGETHER_AT_MOST:
+            view = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")  # slices: no copies
+            crcs[group] = [zlib.crc32(view[s:s + length]) for s in starts[group].tolist()]
+            continue
+        for block in range(0, len(group), TOGETHER_PER_STEP):
+            chosen = group[block:block + TOGETHER_PER_STEP]
+            crcs[chosen] = _crc_together(data, starts[chosen], length)
+    return crcs
+
+
+TOGETHER_AT_LEAST = 64  # values of one length CRC'd together; fewer go to zlib one by one
+TOGETHER_AT_MOST = 64  # bytes: a longer value's zlib call costs less than its bytes' steps (96: even)
+TOGETHER_PER_STEP = 1 << 16  # values CRC'd together at once: their bytes stay in the CPU's cache
+
+
+def _crc_table() -> np.ndarray:
+    """The reflected CRC-32 (polynomial 0xEDB88320) tables of slicing-by-4: ``[k][b]`` is byte
+    ``b``'s CRC pushed through ``k`` more zero bytes."""
+    tables = np.zeros((4, 256), dtype=np.uint32)
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0xEDB88320 if crc & 1 else 0)
+        tables[0, byte] = crc
+    for k in range(1, 4):
+        tables[k] = (tables[k - 1] >> 8) ^ tables[0][tables[k - 1] & 0xFF]
+    return tables
+
+
+_CRC_TABLES = _crc_table()
+
+
+def _crc_together(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """zlib's CRC-32 of the ``length`` bytes at each of ``starts`` in ``data``, all at once: one
+    step per four byte positions (slicing-by-4), then one per byte left."""
+    t0, t1, t2, t3 = _CRC_TABLES
+    crc = np.full(len(starts), 0xFFFFFFFF, dtype=np.uint32)
+    position = 0
+    while position + 4 <= length:
+        at = starts + position
+        word = crc ^ (data[at].astype(np.uint32) | (data[at + 1].astype(np.uint32) << 8)
+                      | (data[at + 2].astype(np.uint32) << 16) | (data[at + 3].astype(np.uint32) << 24))
+        crc = t3[word & 0xFF] ^ t2[(word >> 8) & 0xFF] ^ t1[(word >> 16) & 0xFF] ^ t0[word >> 24]
+        position += 4
+    while position < length:
+        crc = t0[(crc ^ data[starts + position]) & 0xFF] ^ (crc >> 8)
+        position += 1
+    return (crc ^ np.uint32(0xFFFFFFFF)).astype(U64)
 
 
 # --- the operands ----------------------------------------------------------------------
