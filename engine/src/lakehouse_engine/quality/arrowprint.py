@@ -222,8 +222,8 @@ def _each_crc(array: pa.Array) -> np.ndarray:
     _, offsets_buffer, data_buffer = array.buffers()
     width = np.int64 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) else np.int32
     offsets = np.frombuffer(offsets_buffer, dtype=width)[array.offset:array.offset + rows + 1].astype(np.int64)
-    data = (np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None
-            else np.empty(0, dtype=np.uint8))
+    raw = data_buffer if data_buffer is not None else pa.py_buffer(b"")
+    data, view = np.frombuffer(raw, dtype=np.uint8), memoryview(raw)  # the view's slices: zlib's, no copies
     starts, lengths = offsets[:-1], np.diff(offsets)
     crcs = np.zeros(rows, dtype=U64)  # the CRC-32 of no bytes is 0
     if not rows:
@@ -237,7 +237,6 @@ def _each_crc(array: pa.Array) -> np.ndarray:
         if length == 0:
             continue
         if len(group) < TOGETHER_AT_LEAST or length > TOGETHER_AT_MOST:
-            view = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")  # slices: no copies
             crcs[group] = [zlib.crc32(view[s:s + length]) for s in starts[group].tolist()]
             continue
         for block in range(0, len(group), TOGETHER_PER_STEP):

@@ -206,7 +206,7 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
             except NotComparable as exc:
                 log.error("%s", exc)
                 results.append(failed(spec.name, str(exc)))
-        pending.skip(s.name for s in specs if s.name not in states)
+        pending.drop(s.name for s in specs if s.name not in states)
         healthy = [s for s in specs if s.name in states]
         if not healthy:
             return in_order(specs, results)
@@ -373,7 +373,8 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
                 reconciled[spec.name] = too_many_changed(changed) or ToReconcile(
                     schema, bucketing, silver, changed, counted)
         to_reconcile = {name: c for name, c in reconciled.items() if isinstance(c, ToReconcile)}
-        pending.skip(name for name in planned if name not in to_reconcile)
+        pending.drop(name for name in planned if name not in change)  # not comparable: no count either
+        pending.count_only(name for name in change if name not in to_reconcile)
         outcomes = {**reconciled, **reconcile_all(pending, spark, to_reconcile, drilled)}
         rows = pending.rows()
         for name, delta in change.items():

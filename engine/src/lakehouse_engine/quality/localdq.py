@@ -116,7 +116,7 @@ def run_local_checks(config: ProjectConfig, specs: Sequence[TableSpec], view: Pe
         run.results.append(failed(name, str(purged)))
         del states[name]
     healthy = [s for s in specs if s.name in states]
-    view.skip(s.name for s in specs if s.name not in states)
+    view.drop(s.name for s in specs if s.name not in states)
     if not healthy:
         return run
     if columns is None:

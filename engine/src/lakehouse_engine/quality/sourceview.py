@@ -59,9 +59,11 @@ class PendingView:
     """A read view of the source opened, planned and summed on a thread of its own.
 
     ``specs`` are planned and counted; those for which ``compares(spec)`` get their bucket sums
-    (which count them). :meth:`skip` drops tables the caller found it cannot compare: they are
-    counted instead of summed, where their sums are not yet begun. Close it (or use it as a context manager): the
-    connection is closed then, or by the view's thread once it ends, if it is still running."""
+    (which count them). Where their turn has not yet come, :meth:`count_only` tables are counted
+    instead of summed (the caller found it cannot compare their values), and :meth:`drop` tables
+    neither (the caller gave up on them: a full ``COUNT(*)`` of a big table is seconds). Close
+    it (or use it as a context manager): the connection is closed then, or by the view's thread
+    once it ends, if it is still running."""
 
     def __init__(self, profile: SourceProfile, specs: Sequence[TableSpec], compares: Callable[[TableSpec], bool]):
         self.started_at = time.time()  # before the head is read: a lag measured from here is never short
@@ -69,7 +71,8 @@ class PendingView:
         self._specs = list(specs)
         self._compares = compares
         self._lock = threading.Lock()
-        self._skipped: set[str] = set()
+        self._counted_only: set[str] = set()
+        self._dropped: set[str] = set()
         self._closed = False
         self._finished = False
         self._conn: pymysql.connections.Connection | None = None
@@ -105,9 +108,13 @@ class PendingView:
             raise self._error
         return self._rows
 
-    def skip(self, names: Iterable[str]) -> None:
+    def count_only(self, names: Iterable[str]) -> None:
         with self._lock:
-            self._skipped.update(names)
+            self._counted_only.update(names)
+
+    def drop(self, names: Iterable[str]) -> None:
+        with self._lock:
+            self._dropped.update(names)
 
     def close(self) -> None:
         """Close the connection, ending the read view; a still running view closes it itself."""
@@ -132,9 +139,10 @@ class PendingView:
             self._opened = _open(self._conn, self._profile.database, self._specs, self._compares)
             self._ready.set()
             for name, planned in self._opened.tables.items():
-                if self._is_closed():
-                    break
-                if planned.bucketing is None or self._is_skipped(name):
+                wanted = self._wanted(name)
+                if wanted is None:
+                    continue
+                if planned.bucketing is None or wanted == "count":
                     self._rows[name] = _count(self._conn, planned.schema)
                     continue
                 self._sums[name] = side = source_side(self._conn, planned.schema, planned.bucketing)
@@ -149,13 +157,13 @@ class PendingView:
             if abandoned:
                 self._close_connection()
 
-    def _is_skipped(self, name: str) -> bool:
+    def _wanted(self, name: str) -> str | None:
+        """What the caller still wants of a table: its ``sums``, its ``count``, or nothing (None:
+        dropped, or the view closed)."""
         with self._lock:
-            return name in self._skipped
-
-    def _is_closed(self) -> bool:
-        with self._lock:
-            return self._closed
+            if self._closed or name in self._dropped:
+                return None
+            return "count" if name in self._counted_only else "sums"
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None
