@@ -53,17 +53,23 @@ def weight_of(n: int) -> int:
 
 
 def blobs_counted(path: str, count: int, size: int):
-    """``count`` byte strings of ``size`` bytes, each written to ``path`` as it is produced."""
+    """``count`` byte strings of ``size`` bytes, each counted in ``path`` as it is produced.
+
+    The count is written aside and renamed over ``path``, so the test never reads a file that is
+    truncated but not yet written (it did, once in a CI run).
+    """
     for n in range(count):
-        with open(path, "w") as out:
+        aside = f"{path}.{n}"
+        with open(aside, "w") as out:
             out.write(str(n + 1))
+        os.replace(aside, path)
         yield bytes([n % 256]) * size
 
 
 def _produced(path: Path, at_least: int, timeout_s: float = 30) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if path.exists() and path.read_text() and int(path.read_text()) >= at_least:
+        if path.exists() and int(path.read_text()) >= at_least:
             break
         time.sleep(0.05)
     time.sleep(1.0)  # time to run further, were it not held back
