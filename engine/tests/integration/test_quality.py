@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from lakehouse_engine.quality.datadocs import external_references
 from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, compares_values, run_checks
 from lakehouse_engine.quality.expectations import VALUES_CHECK
 from lakehouse_engine.quality.localdq import LocalRun, run_local_checks
+from lakehouse_engine.quality.reconcile import merged_sums, source_side
 from lakehouse_engine.quality.sourceview import PendingView
 from lakehouse_engine.run.locks import table_locks
 from lakehouse_engine.run.pipeline import Pipeline
@@ -101,6 +103,73 @@ def test_the_read_view_counts_every_table_exactly_by_its_sums_or_by_a_count(conf
             assert view.rows() == {s.name: exact[s.source_table] for s in specs}
             assert set(view.sums()) == ({s.name for s in specs} if compares is compares_values else set())
     assert planned["customers"].bucketing is None  # the second view compares nothing
+
+
+def test_a_tables_sums_in_parts_add_up_to_its_sums_whole(config, mariadb):
+    # Ranged parts (index ranges of customers' integer key, three of them) and hashed ones (the
+    # text-keyed products' buckets by remainder), each part holding rows, summed on the real server.
+    with PendingView(config.source, demo_specs(), compares_values, readers=1) as view:
+        conn, tables = view.opened().conn, view.opened().tables
+        view.sums()  # the view's thread is done with the connection
+        for name, bucketing in (("customers", tables["customers"].bucketing),
+                                ("products", replace(tables["products"].bucketing, count=8))):
+            schema = tables[name].schema
+            whole = source_side(conn, schema, bucketing).sums
+            wheres = bucketing.sql_parts(3 if name == "customers" else 2)
+            parts = [source_side(conn, schema, bucketing, where).sums for where in wheres]
+            assert len(parts) > 1 and all(parts), (name, wheres)
+            assert merged_sums(parts) == whole, name
+
+
+def test_two_read_views_opened_at_one_position_sum_what_one_view_sums(config, mariadb):
+    run_source_sql(mariadb, config.source.database, "DELETE FROM orders")  # an empty table: no parts
+    specs = demo_specs()
+    with PendingView(config.source, specs, compares_values, readers=1) as alone:
+        one = (alone.sums(), alone.rows(), alone.readers_used)
+    with PendingView(config.source, specs, compares_values) as both:
+        two = (both.sums(), both.rows(), both.readers_used)
+    assert one[2] == 1 and two[2] == 2
+    assert {n: s.sums for n, s in two[0].items()} == {n: s.sums for n, s in one[0].items()}
+    assert two[1] == one[1]
+
+
+def test_parts_summed_beside_commits_hold_the_first_views_position(config, mariadb):
+    # A writer commits without pause, each commit changing the lowest and the highest customer:
+    # a second read view opened after any of its commits sees other values in its part than the
+    # first view holds. The parts must add up to the first view's own sums every time (two
+    # views at one position, or one alone), never mix two positions.
+    stop = threading.Event()
+    with connection(config.source) as conn:
+        ends = query(conn, "SELECT MIN(customer_id), MAX(customer_id) FROM customers")[0]
+
+    def write() -> None:
+        conn = embedded.root_connection(mariadb, config.source.database)
+        try:
+            while not stop.is_set():
+                query(conn, "UPDATE customers SET full_name = %s WHERE customer_id IN (%s, %s)",
+                      (f"writer {len(commits)}", *ends))
+                commits.append(time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - asserted on the test's thread
+            writer_errors.append(exc)
+        finally:
+            conn.close()
+
+    writer_errors: list[Exception] = []
+    commits: list[float] = []
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    used = []
+    try:
+        for _ in range(25):
+            with PendingView(config.source, [TableSpec("customers", "customers")], compares_values) as view:
+                sums = view.sums()["customers"]
+                used.append(view.readers_used)
+                assert source_side(view.opened().conn, sums.schema, sums.bucketing).sums == sums.sums
+    finally:
+        stop.set()
+        writer.join()
+    print(f"read views used beside {len(commits)} commits: {used}")
+    assert len(commits) > 100 and writer_errors == []
 
 
 def local_checks(config, specs) -> LocalRun:

@@ -20,6 +20,7 @@ from lakehouse_engine.quality.reconcile import (
     bucket_sums_sql,
     differing_buckets,
     key_differences,
+    merged_sums,
     shown_key,
 )
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
@@ -50,6 +51,47 @@ def test_ranges_of_neighbouring_buckets_neither_overlap_nor_leave_gaps():
     for (_, high), (low, _) in zip(spans, spans[1:], strict=False):
         assert low == high + 1
     assert bucketing.describe(2) == "id 20..29"
+
+
+def _part_of(predicate: str, key: int) -> bool:
+    """A ranged part's predicate (``id < a``, ``id >= a AND id < b``, ``id >= b``) evaluated."""
+    held = True
+    for term in predicate.split(" AND "):
+        name, op, bound = term.split()
+        assert name == "`id`"
+        held = held and (key < int(bound) if op == "<" else key >= int(bound))
+    return held
+
+
+@pytest.mark.parametrize(("low", "high", "parts"), [(1, 100, 2), (-50, 49, 3), (7, 9, 3), (0, 2**40, 4)])
+def test_ranged_parts_hold_every_key_once_and_split_the_planned_range_evenly(low, high, parts):
+    wheres = plan_bucketing([ID], rows=high - low + 1, low=low, high=high).sql_parts(parts)
+    assert len(wheres) == parts
+    span = high - low + 1
+    keys = list(range(low - 3, min(high, low + 300) + 4)) + [high - 1, high, high + 5]
+    for key in keys:  # beyond the planned range too: rows are in the outer two parts
+        assert sum(_part_of(w, key) for w in wheres) == 1, (key, wheres)
+    if span <= 300:
+        sizes = [sum(_part_of(w, k) for k in range(low, high + 1)) for w in wheres]
+        assert max(sizes) - min(sizes) <= 1, sizes
+
+
+def test_a_table_too_small_or_empty_to_split_is_one_part():
+    assert plan_bucketing([ID], rows=2, low=5, high=6).sql_parts(3) == [None]
+    assert plan_bucketing([ID], rows=0, low=None, high=None).sql_parts(2) == [None]
+    assert plan_bucketing([ID], rows=10, low=1, high=10).sql_parts(1) == [None]
+    assert plan_bucketing([NAME], rows=5, low=None, high=None).sql_parts(2) == [None]  # one bucket
+
+
+def test_hashed_parts_are_the_buckets_by_their_remainder():
+    hashed = plan_bucketing([NAME], rows=95_000, low=None, high=None)
+    assert hashed.sql_parts(2) == [f"{hashed.sql()} % 2 = 0", f"{hashed.sql()} % 2 = 1"]
+
+
+def test_sums_of_parts_add_counts_and_xor_fingerprints_of_a_bucket_two_parts_share():
+    assert merged_sums([{0: (2, 0b1100), 1: (1, 7)}, {1: (3, 5), 2: (1, 9)}, {}]) == {
+        0: (2, 0b1100), 1: (4, 7 ^ 5), 2: (1, 9)}
+    assert merged_sums([]) == {}
 
 
 def test_buckets_are_ranges_for_an_integer_key_and_hashes_otherwise():

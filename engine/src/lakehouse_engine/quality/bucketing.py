@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from pyspark.sql import Column
@@ -32,6 +33,7 @@ class Bucketing:
     width: int | None = None
     count: int = 1
     low: int | None = None  # the source's smallest first key value when ranged (for reports)
+    high: int | None = None  # and its largest (to split the source's sums into parts)
 
     def sql(self) -> str:
         if self.width is not None:
@@ -42,6 +44,25 @@ class Bucketing:
         if self.width is not None:
             return F.expr(f"{quote_ident(self.key[0].name)} div {self.width}")
         return F.crc32(spark_key_id(self.key).cast("binary")) % F.lit(self.count)
+
+    def sql_parts(self, parts: int) -> list[str | None]:
+        """Predicates that split the table's rows into at most ``parts`` disjoint parts holding
+        every row between them (None: the whole table, unsplit), so the parts' sums, added, are
+        the table's. Ranged: ranges of the first key column, even between the planned ``low`` and
+        ``high`` (each an index range; the outer two open-ended); hashed: buckets by their
+        remainder. Key columns are NOT NULL (``introspect`` refuses others), so no row is in none."""
+        if self.width is not None:
+            if self.low is None or self.high is None or self.high - self.low + 1 < parts or parts < 2:
+                return [None]
+            name = quote_ident(self.key[0].name)
+            low, span = int(self.low), int(self.high) - int(self.low) + 1
+            cuts = [low + span * i // parts for i in range(1, parts)]
+            found: list[str | None] = [f"{name} < {cuts[0]}"]
+            found += [f"{name} >= {low} AND {name} < {high}" for low, high in pairwise(cuts)]
+            return [*found, f"{name} >= {cuts[-1]}"]
+        if self.count < parts or parts < 2:
+            return [None]
+        return [f"{self.sql()} % {parts} = {part}" for part in range(parts)]
 
     def sql_predicate(self, buckets: Sequence[int]) -> tuple[str, list[Any]]:
         """The rows of ``buckets``: index ranges of the first key column when ranged (SQL with
@@ -76,7 +97,7 @@ def plan_bucketing(key: Sequence[ColumnInfo], rows: int, low: int | None, high: 
     range when it is an integer (None when the table is empty or the key is not an integer)."""
     wanted = max(1, min(MAX_BUCKETS, math.ceil(rows / ROWS_PER_BUCKET)))
     if low is not None and high is not None and is_ranged(key):
-        return Bucketing(tuple(key), width=max(1, math.ceil((high - low + 1) / wanted)), low=low)
+        return Bucketing(tuple(key), width=max(1, math.ceil((high - low + 1) / wanted)), low=low, high=high)
     return Bucketing(tuple(key), count=wanted)
 
 

@@ -211,21 +211,35 @@ def plan_source(conn: pymysql.connections.Connection, schema: TableSchema, estim
     return plan_bucketing(schema.key_columns, rows, low, high)
 
 
-def source_side(conn: pymysql.connections.Connection, schema: TableSchema, bucketing: Bucketing) -> SourceSide:
-    """Sum the buckets of ``schema``'s table in the read view ``conn`` has open."""
-    sums = {int(b): (int(n), int(x)) for b, n, x in query(conn, bucket_sums_sql(schema, bucketing))}
+def source_side(conn: pymysql.connections.Connection, schema: TableSchema, bucketing: Bucketing,
+                where: str | None = None) -> SourceSide:
+    """Sum the buckets of ``schema``'s table in the read view ``conn`` has open (of its rows
+    ``where`` holds, one of ``Bucketing.sql_parts``: then the sums of a part)."""
+    sums = {int(b): (int(n), int(x)) for b, n, x in query(conn, bucket_sums_sql(schema, bucketing, where))}
     return SourceSide(schema, bucketing, sums)
 
 
-def bucket_sums_sql(schema: TableSchema, bucketing: Bucketing) -> str:
-    """Each bucket's row count and XOR of fingerprints, in the source.
+def merged_sums(parts: Iterable[Sums]) -> Sums:
+    """The sums of disjoint parts of one table, added: counts add, fingerprints XOR (a bucket
+    may straddle two parts)."""
+    result: dict[int, tuple[int, int]] = {}
+    for sums in parts:
+        for bucket, (count, xor) in sums.items():
+            had_count, had_xor = result.get(bucket, (0, 0))
+            result[bucket] = (had_count + count, had_xor ^ xor)
+    return result
+
+
+def bucket_sums_sql(schema: TableSchema, bucketing: Bucketing, where: str | None = None) -> str:
+    """Each bucket's row count and XOR of fingerprints, in the source (of the rows ``where`` holds).
 
     Grouped by the bucket expression itself, never by an alias: MySQL and MariaDB resolve a
     ``GROUP BY`` name to a column of the table before an alias of the select list, so ``AS b
     ... GROUP BY b`` groups by a column named ``b`` where the table has one."""
     bucket = bucketing.sql()
+    filtered = f" WHERE {where}" if where is not None else ""
     return (f"SELECT {bucket}, COUNT(*), BIT_XOR({sql_row_hash(schema.columns)}) "
-            f"FROM {qualified(schema.schema, schema.table)} GROUP BY {bucket}")
+            f"FROM {qualified(schema.schema, schema.table)}{filtered} GROUP BY {bucket}")
 
 
 def source_rows_of(conn: pymysql.connections.Connection, side: SourceSide,
