@@ -24,12 +24,12 @@ of one value always changes the fingerprint (a weight times a difference under 2
 multiple of the prime) unless the value's CRC-32 is unchanged, a chance of 2**-32 per changed
 text value; changes of several values cancel with a chance near 2**-61.
 
-The source computes this for every row inside one read view, on one server thread, so its cost
-is the check's: each SQL function call costs the server ~50-100 ns a row. A text column already
-in utf8mb4 is therefore CRC'd as it is (no ``CONVERT``, which copies the value, and no refusal
-to guard against), a NOT NULL column has no ``COALESCE``, and a row's terms are reduced once
-per 48 instead of every three (make bench's 2M-row ``customer``, alternating: 7.7-12.8 s ->
-5.8-7.4 s for the bucket sums query). Spark's
+The source computes this for every row inside its read views (two server threads, each summing
+part of the table: ``sourceview``), so its cost is the check's: each SQL function call costs
+the server ~50-100 ns a row. A text column already in utf8mb4 is therefore CRC'd as it is (no
+``CONVERT``, which copies the value, and no refusal to guard against), a NOT NULL column has no
+``COALESCE``, and a row's terms are reduced once per 48 instead of every three (make bench's
+2M-row ``customer``, alternating: 7.7-12.8 s -> 5.8-7.4 s for the bucket sums query). Spark's
 side keeps its NULL guards: a NULL in silver where the source has none must still differ.
 
 The canonical bytes are those silver stores (see ``source.typemap``): the SQL side re-spells the

@@ -1,9 +1,9 @@
-"""The source's side of ``dq``: one read view, opened and summed while Spark starts.
+"""The source's side of ``dq``: a read view, opened and summed while Spark starts.
 
 ``dq`` compares silver at its position ``R`` with the source inside one consistent snapshot at
 ``P`` (see ``dq``). Nothing of the source's part needs Spark or silver: the view's position, each
 table's schema and row count, and the bucket sums of every table whose values are compared, the
-longest single piece of ``dq`` (one server thread reading every row: 5-6 s for make bench's
+longest single piece of ``dq`` (one server thread reading every row took 5-6 s for make bench's
 2M-row ``customer``). :class:`PendingView` does all of it on a thread of its own, begun before
 Spark's JVM starts (3-5 s), so the two overlap; silver's side is summed meanwhile too.
 
