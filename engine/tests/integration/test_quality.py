@@ -346,6 +346,21 @@ def test_a_table_missing_from_the_lake_fails_its_check_and_is_not_copied(spark, 
     assert deltalog.newest_version(spark, config.table_path("bronze", "products")) < 0  # no snapshot
 
 
+def test_quality_source_readers_sets_the_connections_dq_sums_the_source_on(spark, config):
+    specs = [s for s in demo_specs() if s.name == "customers"]
+
+    def connections_opened(readers: int) -> int:
+        with connection(config.source) as conn:
+            before = int(query(conn, "SHOW GLOBAL STATUS LIKE 'Connections'")[0][1])
+        run_checks(replace(config, dq_source_readers=readers), spark, specs)
+        with connection(config.source) as conn:
+            return int(query(conn, "SHOW GLOBAL STATUS LIKE 'Connections'")[0][1]) - before
+
+    # The read view's connections and dq's others (the head, silver's binlog range) alike in
+    # both runs: a second reader is the one connection more. Nothing else connects meanwhile.
+    assert connections_opened(2) - connections_opened(1) == 1
+
+
 def _purge_up_to_head(mariadb, gone: str) -> None:
     """Purge every binlog file before the head until ``gone`` is no longer listed: the server
     keeps a file a binlog dump thread still reads (a reader whose closed connection it has not

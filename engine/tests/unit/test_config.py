@@ -32,6 +32,7 @@ def test_the_generated_project_file_writes_out_the_builtin_defaults_it_does_not_
     assert tuple(defaults["table_features"]) == DEFAULTS.table_features
     assert written["target_dir"] == DEFAULTS.target_dir and written["quality"]["gx_root"] == DEFAULTS.gx_root
     assert written["quality"]["max_lag_seconds"] == DEFAULTS.max_lag_seconds
+    assert written["quality"]["source_readers"] == DEFAULTS.dq_source_readers
 
 
 def test_a_project_file_without_defaults_takes_the_builtin_ones(tmp_path):
@@ -44,6 +45,7 @@ def test_a_project_file_without_defaults_takes_the_builtin_ones(tmp_path):
                                        commit_rows=DEFAULTS.commit_rows)
     assert config.server_ids == DEFAULTS.server_id_range and config.spark.master == DEFAULTS.spark_master
     assert config.target == DEFAULTS.target and config.source.connect_timeout == DEFAULTS.connect_timeout_s
+    assert config.dq_source_readers == DEFAULTS.dq_source_readers
 
 
 def test_spark_conf_values_render_env_var_so_object_store_keys_stay_out_of_the_file(tmp_path):

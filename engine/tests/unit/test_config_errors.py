@@ -73,6 +73,9 @@ def project_root() -> Path:
     ("defaults: [1]\n", "defaults", "'defaults' must be a mapping of settings, not a list"),
     ("defaults: {even_distribution: 3}\n", "defaults.even_distribution",
      "defaults.even_distribution is 3; use two ordered numbers, lowest first, e.g. [0.05, 1000.0]"),
+    ("quality: {source_readers: 3}\n", "quality.source_readers", "quality.source_readers is 3; use 1 or 2"),
+    ("quality: {source_readers: two}\n", "quality.source_readers",
+     "quality.source_readers is 'two'; it must be a whole number"),
 ])
 def test_a_setting_of_the_wrong_shape_is_a_configuration_error_naming_it(tmp_path, capsys, extra, setting, text):
     root = project(tmp_path, extra)

@@ -31,6 +31,9 @@ class BuiltinDefaults:
     target_dir: str = "target"
     gx_root: str = "."
     max_lag_seconds: float = 86_400.0  # dq fails a table whose silver trails the source by more
+    # Read views dq sums each table's parts on at once, opened at one binlog position: two take
+    # about a third off the source's part (its longest) for a second connection and server thread.
+    dq_source_readers: int = 2
     connect_timeout_s: int = 10
     binlog_read_timeout_s: float = 60.0  # a server that stops answering fails the read, not hangs it
     # follow

@@ -73,6 +73,8 @@ def project_schema() -> dict[str, Any]:
         "quality": section({
             "gx_root": TEXT,
             "max_lag_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "source_readers": {**POSITIVE_INT, "maximum": 2,
+                               "description": "connections dq sums the source on at once (1 or 2)"},
         }, "quality checks"),
         "alerts": section({
             "on_failure": {**OPTIONAL_TEXT, "description": "a shell command run when a command fails (gets "

@@ -138,6 +138,7 @@ class ProjectConfig:
     source: SourceProfile
     target: str = DEFAULTS.target  # the profile output in use; a target with a lake of its own has its own target_dir
     telemetry: Telemetry = Telemetry()  # alerts, metrics and lineage (all off unless configured)
+    dq_source_readers: int = DEFAULTS.dq_source_readers  # quality.source_readers
 
     def table_path(self, layer: Layer, table: str) -> str:
         return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
@@ -180,6 +181,8 @@ def load_project(
     gx_dir = root / str(quality.get("gx_root", DEFAULTS.gx_root))
     max_lag = values.positive_number(quality.get("max_lag_seconds", DEFAULTS.max_lag_seconds),
                                      "quality.max_lag_seconds", PROJECT_FILE)
+    readers = values.one_of(quality.get("source_readers", DEFAULTS.dq_source_readers), (1, 2),
+                            "quality.source_readers", PROJECT_FILE)
     spark_settings = _spark_settings(spark, env, require_env)
     table_defaults = _defaults(defaults, delivery)
     return ProjectConfig(
@@ -194,6 +197,7 @@ def load_project(
         # Data Docs never mix with another lake's (the suites are rebuilt from the table modules).
         gx_dir=target_dir / target if own_lake else gx_dir,
         max_lag_seconds=max_lag,
+        dq_source_readers=readers,
         spark=spark_settings,
         defaults=table_defaults,
         server_ids=server_ids,

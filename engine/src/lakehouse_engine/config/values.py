@@ -8,7 +8,7 @@ secret. Which keys a file may hold at all is :mod:`keys`' concern.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,15 @@ def positive_int(value: Any, name: str, where: str) -> int:
         raise ConfigError(f"{where}: {name} must be a whole number", setting=name) from None
     if number <= 0:
         raise ConfigError(f"{where}: {name} must be positive", setting=name)
+    return number
+
+
+def one_of(value: Any, choices: Sequence[int], name: str, where: str) -> int:
+    """A whole number among ``choices``."""
+    number = positive_int(value, name, where)
+    if number not in choices:
+        raise ConfigError(f"{where}: {name} is {number}; use {' or '.join(map(str, choices))}",
+                          setting=name)
     return number
 
 

@@ -197,7 +197,8 @@ def run_checks(config: ProjectConfig, spark: SparkSession, specs: Sequence[Table
     the others are still checked. Reads the lake and the source, writes only ``gx/``. ``view``:
     the source's read view of ``specs``, begun before Spark started (``sourceview``); else one is
     begun here. It is closed before this returns."""
-    with view or PendingView(config.source, specs, compares_values) as pending:
+    with view or PendingView(config.source, specs, compares_values,
+                                readers=config.dq_source_readers) as pending:
         states: dict[str, SilverState] = {}
         results: list[QualityResult] = []
         for spec in specs:
@@ -346,7 +347,8 @@ def compare_with_source(config: ProjectConfig, spark: SparkSession, specs: Seque
     key by key per table; ``count_keys``: count silver's rows and keys beside its sums where
     ``dq`` checks them so (``silverpass``). ``view``: the read view, begun beforehand over (at
     least) ``specs`` (``sourceview``); else one is begun here. It is closed before this returns."""
-    with view or PendingView(config.source, specs, compares_values) as pending:
+    with view or PendingView(config.source, specs, compares_values,
+                                readers=config.dq_source_readers) as pending:
         opened = pending.opened()
         position, planned = opened.position, opened.tables
         tables: dict[str, Compared | NotComparable] = dict(purged_positions(config.source, states))

@@ -36,6 +36,7 @@ from typing import Any
 
 import pymysql
 
+from ..config.defaults import DEFAULTS
 from ..config.project import SourceProfile
 from ..errors import SourceUnavailableError
 from ..source.connection import connect, qualified, query, start_consistent_snapshot
@@ -48,7 +49,6 @@ from .silverpass import Sums
 
 log = logging.getLogger(__name__)
 
-SOURCE_READERS = 2  # read views summing parts of each table at once: the source's sums are dq's longest part
 OPEN_TRIES = 3  # attempts to open two read views at one binlog position before one reads alone
 
 
@@ -81,7 +81,7 @@ class PendingView:
     once it ends, if it is still running."""
 
     def __init__(self, profile: SourceProfile, specs: Sequence[TableSpec], compares: Callable[[TableSpec], bool],
-                 *, readers: int = SOURCE_READERS):
+                 *, readers: int = DEFAULTS.dq_source_readers):
         self.started_at = time.time()  # before the head is read: a lag measured from here is never short
         self._readers = readers
         self.readers_used = 1  # read views summing at once (two once a second opened at the same position)

@@ -25,7 +25,8 @@ def run(ctx: CommandContext, selection: Selection) -> int:
         load_in_background()  # GX: 3 s of Python, needed only once silver is summed
     # The source's read view is opened and summed on a thread of its own while Spark starts
     # (``sourceview``): neither needs the other until silver is compared.
-    with PendingView(ctx.config.source, specs, compares_values) as view:
+    with PendingView(ctx.config.source, specs, compares_values,
+                     readers=ctx.config.dq_source_readers) as view:
         # No table locks: dq only reads the lake, so it runs beside an ingest or follow of the
         # tables, and on a lake mounted read-only (an analyst's machine, a checker with read-only rights).
         if not local_lake:
