@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse_engine.quality import arrowprint, arrowsilver
 from lakehouse_engine.quality.datadocs import external_references
 from lakehouse_engine.quality.dq import ALIGNMENT_CHECK, compares_values, run_checks
 from lakehouse_engine.quality.expectations import VALUES_CHECK
@@ -220,6 +221,32 @@ def test_without_a_jvm_dq_observes_what_spark_does_and_leaves_a_difference_to_sp
     assert sorted(local.for_spark) == ["customers", "products"] and "differ" in local.for_spark["customers"]
     assert sorted(r.table for r in local.results) == ["order_items", "orders"]
     assert all(r.success for r in local.results)
+
+
+def test_without_a_jvm_repeating_text_read_from_silvers_dictionaries_is_compared_as_its_values(
+        spark, config, mariadb, monkeypatch):
+    # The demo's files are small: look at 8 values instead of 1024, so that customers' tier,
+    # orders' status and the like are read as dictionaries from the second file on.
+    monkeypatch.setattr(arrowsilver.Repeats, "SAMPLE", 8)
+    read = []
+    real = arrowprint._dictionary_crc32s
+    monkeypatch.setattr(arrowprint, "_dictionary_crc32s",
+                        lambda col, values: read.append(col.name) or real(col, values))
+    specs = [s for s in demo_specs() if s.name in ("customers", "orders")]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    run_source_sql(mariadb, config.source.database, "UPDATE customers SET tier = 'gold' WHERE customer_id % 7 = 0;")
+    Pipeline(config, spark, "run-2").ingest(specs)
+    local = local_checks(config, specs)
+    assert not local.for_spark and all(r.success for r in local.results), (local.for_spark, local.results)
+    assert {"tier", "status"} <= set(read), set(read)
+    assert observations(local.results) == observations(run_checks(config, spark, specs))
+
+    read.clear()
+    silver = config.table_path("silver", "customers")
+    spark.sql(f"UPDATE delta.`{silver}` SET tier = 'silver' WHERE customer_id = 14")  # was gold
+    local = local_checks(config, specs)
+    assert "tier" in read and list(local.for_spark) == ["customers"], local.for_spark
+    assert "differ" in local.for_spark["customers"], local.for_spark
 
 
 def test_a_silver_row_missing_from_the_count_fails_the_checks(spark, config):

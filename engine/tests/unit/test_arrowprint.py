@@ -192,3 +192,22 @@ def test_a_column_silver_holds_in_an_unexpected_type_is_refused_not_guessed():
         arrowprint.term(ColumnInfo("v", "varchar", "varchar(5)", True), 0, pa.array([1, 2]))
     with pytest.raises(arrowprint.Unprintable):
         arrowprint.term(ColumnInfo("n", "int", "int(11)", True), 0, pa.array(["1"]))
+
+
+def test_text_read_as_dictionaries_has_the_fingerprints_of_its_values():
+    # silver's repeating columns come from the files' dictionaries: one per file chunk, with NULLs
+    # and a chunk holding nothing but NULLs (an empty dictionary).
+    rng = random.Random(5)
+    words = ["gold", "silver", "", "bronze", "Éclair"]
+    parts = [[rng.choice([*words, None]) for _ in range(300)], [None] * 40, [rng.choice(words) for _ in range(90)]]
+    columns = [ID, ColumnInfo("tier", "varchar", "varchar(10)", True),
+               ColumnInfo("raw", "varbinary", "varbinary(9)", True)]
+    flat = [v for part in parts for v in part]
+    dense = pa.table({"id": pa.array(range(len(flat)), pa.int32()), "tier": pa.array(flat, pa.string()),
+                      "raw": pa.array([None if v is None else v.encode() for v in flat], pa.binary())})
+    encoded = dense.set_column(1, "tier", pa.chunked_array(
+        [pa.array(p, pa.string()).dictionary_encode() for p in parts]))
+    encoded = encoded.set_column(2, "raw", pa.chunked_array(
+        [pa.array([None if v is None else v.encode() for v in p], pa.binary()).dictionary_encode() for p in parts]))
+    assert pa.types.is_dictionary(encoded.schema.field("tier").type)
+    assert arrowprint.row_hashes(columns, encoded).tolist() == arrowprint.row_hashes(columns, dense).tolist()

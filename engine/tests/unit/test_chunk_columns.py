@@ -17,7 +17,8 @@ from lakehouse_engine.config.project import SourceProfile
 from lakehouse_engine.sink import bronze
 from lakehouse_engine.sink.arrows import arrow_schema
 from lakehouse_engine.sink.constants import repeated, single
-from lakehouse_engine.snapshot.chunktask import ChunkTask, _ChunkFiles, dictionary_columns, silver_columns
+from lakehouse_engine.sink.parquetfiles import dictionary_columns
+from lakehouse_engine.snapshot.chunktask import ChunkTask, _ChunkFiles, silver_columns
 from lakehouse_engine.source.introspect import ColumnInfo, TableSchema
 from lakehouse_engine.source.typemap import spark_schema
 from lakehouse_engine.state.chunks import Chunk

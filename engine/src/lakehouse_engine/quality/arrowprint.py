@@ -150,11 +150,29 @@ def term(col: ColumnInfo, position: int, values: pa.ChunkedArray | pa.Array) -> 
     if kind in INTEGER_TYPES or kind == "year" or (kind == "bit" and (col.display_width or 1) == 1):
         numbers, valid = _integers(values)
         return np.where(valid, (numbers + INT_OFFSET).astype(U64), null) * weight
-    crcs, valid = crc32s(canonical_bytes(col, values))
+    if pa.types.is_dictionary(values.type):
+        crcs, valid = _dictionary_crc32s(col, values)
+    else:
+        crcs, valid = crc32s(canonical_bytes(col, values))
     return np.where(valid, crcs, null) * weight
 
 
-def _bytes_type(kind: pa.DataType) -> bool:
+def _dictionary_crc32s(col: ColumnInfo, values: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`crc32s` of a dictionary-encoded column (silver read from its files' dictionaries):
+    each chunk's dictionary CRC'd once, then picked by its indices."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    crcs, valid = [np.zeros(0, dtype=U64)], [np.zeros(0, dtype=bool)]
+    for chunk in chunks:
+        distinct, known = crc32s(canonical_bytes(col, chunk.dictionary))
+        # A zero last, where the dictionary is empty (every value NULL): the indices must land.
+        distinct, known = np.append(distinct, U64(0)), np.append(known, False)
+        picks = np.asarray(chunk.indices.fill_null(len(chunk.dictionary)).to_numpy(zero_copy_only=False))
+        crcs.append(distinct[picks])
+        valid.append(known[picks])
+    return np.concatenate(crcs), np.concatenate(valid)
+
+
+def bytes_type(kind: pa.DataType) -> bool:
     """A string or binary type, narrow or large."""
     return bool(pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind)
                 or pa.types.is_large_binary(kind))
@@ -187,7 +205,7 @@ def crc32s(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
     A column with many repeats (names, flags, countries) is dictionary-encoded first, and each
     distinct value CRC'd once; the distinct values are CRC'd by :func:`_each_crc`."""
-    if not _bytes_type(array.type):
+    if not bytes_type(array.type):
         raise Unprintable(f"a CRC-32 of {array.type}")
     valid = _valid(array)
     if len(array) >= REPEATS_WORTH_A_LOOK and _repeats(array):

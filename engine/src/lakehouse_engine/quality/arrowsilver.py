@@ -19,14 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from ..errors import ConfigError
-from ..sink import columnmap, dvmerge
+from ..sink import columnmap, dvmerge, parquetfiles
 from ..sink.arrows import arrow_schema
 from ..sink.history import CURRENT
 from ..sink.log import localfiles, logstate
+from .arrowprint import bytes_type
 
 READER_VERSION = 3  # table features; a lower protocol needs nothing more of a reader
 
@@ -36,10 +37,15 @@ class Unreadable(Exception):
 
 
 def silver_parts(table_path: str, version: int, columns: Sequence[str], *,
-                 current_only: bool = False) -> Iterator[pa.Table]:
+                 current_only: bool = False, repeating: Sequence[str] = ()) -> Iterator[pa.Table]:
     """The live rows of the Delta table at ``table_path`` (local) at ``version``, file by file,
     in ``columns`` (by name, in the table's types); ``current_only``: an SCD 2 table's current
-    versions only. Raises :class:`Unreadable` before the first part where it can tell."""
+    versions only. Raises :class:`Unreadable` before the first part where it can tell.
+
+    Those of the ``repeating`` columns that are text or binary and whose values repeat in the
+    first part are handed out as dictionary arrays from the next part on (:class:`Repeats`): the
+    same values, read from the files' own dictionaries instead of expanded into one string per
+    row."""
     if not localfiles.is_local(table_path):
         raise Unreadable(f"{table_path} is not on the local file system")
     root = Path(localfiles.local_path(table_path))
@@ -55,8 +61,37 @@ def silver_parts(table_path: str, version: int, columns: Sequence[str], *,
     if missing:
         raise Unreadable(f"silver lacks the columns {missing}")
     target = pa.schema([schema.field(c) for c in wanted])
+    repeats = Repeats([c for c in repeating if c in wanted and bytes_type(target.field(c).type)])
     for add in state.live():
-        yield _live_part(root, add, wanted, physical, target, current_only)
+        part = _live_part(root, add, wanted, physical, repeats.target(target), current_only, repeats.chosen or ())
+        repeats.learn(part)
+        yield part
+
+
+class Repeats:
+    """Which candidate columns to read as dictionaries: those whose first ``SAMPLE`` values in the
+    first part that has as many hold at most half as many distinct ones (names, flags,
+    countries). A column of distinct values stays dense: building its dictionary on read would
+    cost a hash of every value for nothing. Only the arrays' encoding depends on the choice."""
+
+    SAMPLE = 1024
+
+    def __init__(self, candidates: Sequence[str]):
+        self.candidates = list(candidates)
+        self.chosen: list[str] | None = None if self.candidates else []
+
+    def learn(self, part: pa.Table) -> None:
+        if self.chosen is not None or part.num_rows < self.SAMPLE:
+            return
+        sample = part.slice(0, self.SAMPLE)
+        self.chosen = [c for c in self.candidates
+                       if int(pc.count_distinct(sample.column(c), mode="all").as_py()) <= self.SAMPLE // 2]
+
+    def target(self, schema: pa.Schema) -> pa.Schema:
+        """``schema`` with the chosen columns as dictionaries of their type (Parquet's int32 indices)."""
+        chosen = set(self.chosen or ())
+        return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if f.name in chosen else f
+                          for f in schema])
 
 
 def _readable(state: logstate.TableState, table_path: str) -> tuple[dict[str, str], pa.Schema]:
@@ -75,11 +110,12 @@ def _readable(state: logstate.TableState, table_path: str) -> tuple[dict[str, st
 
 
 def _live_part(root: Path, add: dict[str, object], wanted: Sequence[str], physical: dict[str, str],
-               target: pa.Schema, current_only: bool) -> pa.Table:
+               target: pa.Schema, current_only: bool, dictionary: Sequence[str] = ()) -> pa.Table:
     try:
         path = dvmerge.data_path(root, str(add["path"]))
         names = [physical[c] for c in wanted]
-        table = pq.read_table(path, columns=names).select(names).rename_columns(list(wanted)).cast(target)
+        table = parquetfiles.read_columns(path, names, [physical[c] for c in dictionary])
+        table = table.rename_columns(list(wanted)).cast(target)
         if add.get("deletionVector"):
             keep = np.ones(table.num_rows, dtype=bool)
             keep[dvmerge.deleted_rows(root, add).astype(np.int64)] = False

@@ -203,7 +203,8 @@ def _fingerprint(config: ProjectConfig, spec: TableSpec, state: SilverState,
     """Silver's rows fingerprinted in ``schema``'s columns, or why Spark must read them."""
     try:
         parts = silver_parts(config.table_path(Layer.SILVER, spec.name), state.version,
-                             [c.name for c in schema.columns], current_only=spec.scd_type == 2)
+                             [c.name for c in schema.columns], current_only=spec.scd_type == 2,
+                             repeating=[c.name for c in schema.columns if c.name not in schema.key])
         return fingerprinted(parts, schema)
     except (Unreadable, Unprintable) as exc:
         return str(exc)

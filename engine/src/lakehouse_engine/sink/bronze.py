@@ -24,7 +24,6 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -34,7 +33,7 @@ from ..errors import ConcurrentRunError
 from ..identifiers import quote_ident
 from ..state.checkpoint import Checkpoint
 from ..state.lakechange import LakeChange
-from . import columnmap, deltafiles, portable, schemacommit
+from . import columnmap, deltafiles, parquetfiles, portable, schemacommit
 from .arrows import arrow_schema, rows_to_batch
 from .log import deltalog, localfiles, transaction
 from .portable import spark_errors
@@ -144,7 +143,7 @@ def append_batch(spark: SparkSession, path: str, rows: Sequence[tuple[Any, ...]]
                 f"table {checkpoint.table}: bronze's columns are not those of the rows to write ({exc}): "
                 "another run changed them, or a schema change is not applied yet; nothing was written: run "
                 f"`make ingest TABLE={checkpoint.table}`, then again", table=checkpoint.table) from None
-        pq.write_table(table.rename_columns(names), file, compression="snappy")
+        parquetfiles.write(table.rename_columns(names), file)
         files.append(deltafiles.DataFile(file, table.num_rows, {"_batch": checkpoint.batch},
                                          {"_batch": checkpoint.batch}, {"_batch": 0}))
     try:

@@ -48,7 +48,7 @@ from pyspark.sql import types as T
 
 from ..errors import ConfigError
 from ..ops import Op
-from . import columnmap, dvcodec
+from . import columnmap, dvcodec, parquetfiles
 from .arrows import arrow_schema
 from .log import localfiles, logstate, transaction
 
@@ -301,7 +301,7 @@ def _live_rows(root: Path, files: Sequence[Mapping[str, Any]], key: Sequence[str
     held = 0
     wanted = [physical[k] for k in key] + [physical["_seq"]]
     for index, add in enumerate(files):
-        table = pq.read_table(data_path(root, add["path"]), columns=wanted).select(wanted)
+        table = parquetfiles.read_columns(data_path(root, add["path"]), wanted)
         table = table.rename_columns([*key, "_tseq"])
         positions = np.arange(table.num_rows, dtype=np.uint64)
         table = table.append_column("_pos", pa.array(positions)).append_column(
@@ -389,8 +389,7 @@ def _write_rows(root: Path, rows: pa.Table, schema: pa.Schema, physical: Mapping
         columns.append(column if column.type == field.type else column.cast(field.type))
     table = pa.Table.from_arrays(columns, schema=schema)
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    pq.write_table(table.rename_columns([physical[c] for c in table.column_names]), root / name,
-                   compression="snappy")
+    parquetfiles.write(table.rename_columns([physical[c] for c in table.column_names]), root / name)
     return {"path": name, "partitionValues": {}, "size": os.path.getsize(root / name),
             "modificationTime": int(time.time() * 1000), "dataChange": True,
             "stats": json.dumps(stats(table, physical))}

@@ -30,7 +30,7 @@ import pymysql
 
 from ..config.project import SourceProfile
 from ..ops import Op
-from ..sink import bronze, columnmap
+from ..sink import bronze, columnmap, parquetfiles
 from ..sink.arrows import arrow_schema
 from ..sink.constants import repeated
 from ..sink.objectstore import ObjectStore, object_path
@@ -166,24 +166,6 @@ def _select(conn: pymysql.connections.Connection, sql: str, args: Sequence[objec
         yield pa.RecordBatch.from_arrays(columns, schema=data)
 
 
-# Rows of a chunk's first row group whose distinct values decide each column's Parquet encoding.
-DICTIONARY_SAMPLE_ROWS = 20_000
-
-
-def dictionary_columns(rows: pa.Table, sample_rows: int = DICTIONARY_SAMPLE_ROWS) -> list[str]:
-    """The columns worth dictionary-encoding in Parquet: those whose first ``sample_rows`` values
-    repeat (fewer distinct values than half the rows). Parquet writers try a dictionary for every
-    column and fall back to plain encoding once it grows too large, which for a column of unique
-    values (a key, an e-mail address) costs the attempt and leaves a larger file: on TPC-DS
-    ``customer`` choosing per column writes the file in 0.10 CPU-s instead of 0.15 and 7.1 MB
-    instead of 9.0. Only the encoding depends on it, never a value."""
-    sample = rows.slice(0, sample_rows)
-    if sample.num_rows == 0:
-        return list(rows.column_names)
-    return [name for name, column in zip(rows.column_names, sample.columns, strict=True)
-            if pc.count_distinct(column, mode="all").as_py() * 2 < sample.num_rows]
-
-
 class _ChunkFiles:
     """The chunk's bronze file (and silver-shaped twin), written in row groups of
     ``ROW_GROUP_ROWS``; also the min/max of integer key columns, for silver's file statistics."""
@@ -231,7 +213,7 @@ class _ChunkFiles:
         silver = (rows.select(self._silver_columns).rename_columns(self._silver_file_names)
                   if self._silver_path is not None else None)
         if not self._writers:
-            repeating = set(dictionary_columns(rows))
+            repeating = set(parquetfiles.dictionary_columns(rows))
             self._writers.append(self._writer(self._path, named.schema,
                                               [p for n, p in zip(rows.column_names, self._bronze_names, strict=True)
                                                if n in repeating]))
