@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pymysql
 
+from ..arrowcolumns import column
 from ..config.project import SourceProfile
 from ..ops import Op
 from ..sink import bronze, columnmap, parquetfiles
@@ -106,7 +107,8 @@ def staged_in_arrow(tasks: Sequence[ChunkTask]) -> Callable[[Iterable[pa.RecordB
     def stage(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         numbers = [n for batch in batches for n in batch.column(0).to_pylist()]
         staged = [pickle.dumps(s) for s in stage_chunks(tasks[n] for n in numbers)]
-        yield pa.RecordBatch.from_pydict({STAGED_FIELD: staged}, schema=pa.schema([(STAGED_FIELD, pa.binary())]))
+        # Laid out from buffers: from_pydict would import pandas into the worker (arrowcolumns.py).
+        yield pa.RecordBatch.from_arrays([column(staged, pa.binary())], names=[STAGED_FIELD])
 
     return stage
 

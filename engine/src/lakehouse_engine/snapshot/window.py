@@ -34,12 +34,12 @@ from typing import Any
 import pyarrow as pa
 import pymysql
 
+from ..arrowcolumns import column, mask
 from ..cdc.binlog import BinlogSource, RowChange, Transaction
 from ..cdc.passes import ShortRead, transactions_through
 from ..config.project import SnapshotMode, SourceProfile
 from ..errors import FatalError, SourceUnavailableError
 from ..ops import Op
-from ..sink.arrows import rows_to_batch
 from ..source.connection import connection, current_position
 from ..source.introspect import TableSchema
 from ..source.keyorder import SortKeys, selected_key, within
@@ -204,7 +204,11 @@ def read_in_window(conn: pymysql.connections.Connection, profile: SourceProfile,
             raise SourceUnavailableError(
                 f"table {table.table}: a binlog row image in snapshot chunk {chunk.index}'s window has other "
                 "columns than the table had when this run started; run again", table=table.table)
-        return pa.Table.from_batches([rows_to_batch([convert(v) for v in values], rows.schema)])
+        converted = [convert(v) for v in values]
+        # Laid out from buffers, not with pa.array: that would import pandas into the Spark
+        # worker (arrowcolumns.py), which a window's replay otherwise never needs.
+        columns = [column([row[i] for row in converted], field.type) for i, field in enumerate(rows.schema)]
+        return pa.Table.from_batches([pa.RecordBatch.from_arrays(columns, schema=rows.schema)])
 
     sort_keys = SortKeys(conn, table.key_columns)
 
@@ -269,5 +273,4 @@ def replay(
     touched = images([c.values for c in finals])
     gone = set(zip(*(touched.column(k).to_pylist() for k in key), strict=True))
     kept = [k not in gone for k in zip(*(rows.column(k).to_pylist() for k in key), strict=True)]
-    return pa.concat_tables([rows.filter(pa.array(kept, type=pa.bool_())),
-                             touched.filter(pa.array(put, type=pa.bool_()))])
+    return pa.concat_tables([rows.filter(mask(kept)), touched.filter(mask(put))])

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrowcolumns import column
 from . import canonical
 from .introspect import ColumnInfo
 from .resultset import ResultColumn
@@ -55,7 +56,7 @@ def exact_values(step: Convert, result: ResultColumn, target: pa.DataType, raw: 
             if decode is not None:
                 value = decode(value)
         out.append(step(value))
-    return pa.array(out, type=target)
+    return column(out, target)  # not pa.array: that would import pandas into the worker
 
 
 def fast_path(col: ColumnInfo, result: ResultColumn, target: pa.DataType) -> ColumnConverter | None:
