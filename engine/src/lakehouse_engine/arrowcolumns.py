@@ -48,7 +48,7 @@ def column(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
 
 def mask(flags: Sequence[bool]) -> pa.Array:
     """A boolean array of ``flags`` (a filter mask)."""
-    return _booleans([bool(f) for f in flags], None, 0)
+    return _booleans(flags, None, 0)
 
 
 def _layout(kind: pa.DataType) -> Callable[[Sequence[Any], pa.DataType], pa.Array] | None:
@@ -111,10 +111,10 @@ def _floats(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
 def _bools(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     _only(values, lambda v: v.__class__ is bool)
     validity, nulls = _validity(values)
-    return _booleans([bool(v) for v in values], validity, nulls)
+    return _booleans([v is True for v in values], validity, nulls)
 
 
-def _booleans(flags: list[bool], validity: pa.Buffer | None, nulls: int) -> pa.Array:
+def _booleans(flags: Sequence[bool], validity: pa.Buffer | None, nulls: int) -> pa.Array:
     data = np.packbits(np.array(flags, dtype=np.bool_), bitorder="little").tobytes()
     return _fixed(pa.bool_(), len(flags), validity, nulls, data)
 
