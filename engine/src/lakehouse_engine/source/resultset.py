@@ -109,6 +109,7 @@ def column_values(buf: bytes | bytearray, starts: Sequence[int], ends: Sequence[
     cursor = np.asarray(starts, dtype=np.int64)
     row_ends = np.asarray(ends, dtype=np.int64)
     rows = len(cursor)
+    short = f"rows do not hold the {columns} values the result announced"
     out: list[pa.BinaryArray] = []
     for _ in range(columns):
         prefix = data[np.minimum(cursor, last)].astype(np.int64)
@@ -125,10 +126,10 @@ def column_values(buf: bytes | bytearray, starts: Sequence[int], ends: Sequence[
         begin = cursor + header
         cursor = begin + length
         if (cursor > row_ends).any():
-            raise ProtocolError(f"rows do not hold the {columns} values the result announced")
+            raise ProtocolError(short)
         out.append(_binary_array(data, begin, length, valid))
     if not np.array_equal(cursor, row_ends):
-        raise ProtocolError(f"rows do not hold the {columns} values the result announced")
+        raise ProtocolError(short)
     return out
 
 
