@@ -227,3 +227,19 @@ def test_a_snapshot_task_reads_and_writes_its_chunk_without_importing_pandas(con
                            capture_output=True, text=True, check=True)
     found = json.loads(probe.stdout)
     assert found == {"rows": len(source_rows(config, "customers")), "pandas": False}
+
+
+def test_a_local_masters_snapshot_reads_in_the_drivers_own_workers_with_the_same_result(spark, config):
+    from lakehouse_engine.snapshot import localtasks
+
+    localtasks.stop_workers()
+    specs = [s for s in demo_specs() if s.name == "orders"]
+    Pipeline(config, spark, "run-1").ingest(specs)
+    workers = localtasks._shared
+    assert workers is not None and workers._pool is not None, "the chunks were read by a Spark job"
+    assert workers.cores == spark.sparkContext.defaultParallelism
+    path = config.table_path("bronze", "orders")
+    assert _parquet_files(path) == _referenced_files(spark, path), "an unreferenced file was left"
+    assert_silver_equals_exact_source(spark, config, "orders")
+    localtasks.stop_workers()
+    assert localtasks._shared is None

@@ -29,6 +29,7 @@ from ..errors import FatalError, IngestError, SourceUnavailableError
 from ..sink import bronze, silver
 from ..sink.layout import apply_layout
 from ..sink.resting import RestingSpark
+from ..snapshot.localtasks import stop_workers
 from ..source.cascades import Cascade, CascadeCheck
 from ..source.connection import connect, current_position
 from ..source.introspect import TableSchema, describe_table
@@ -131,8 +132,10 @@ class Pipeline:
         (it reads the idle binlog every few seconds) until the next ingest, which starts both
         again; whether it rests now (a session that cannot start again does not)."""
         rested = self._spark.rest()
-        if rested and self.feed is not None:
-            self.feed.close()
+        if rested:
+            stop_workers()  # a local master's snapshot workers, as Spark's context stops its own
+            if self.feed is not None:
+                self.feed.close()
         return rested
 
     def ingest(

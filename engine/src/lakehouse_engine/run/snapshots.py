@@ -29,6 +29,7 @@ from ..logs import PROGRESS
 from ..sink import bronze, portable, silver
 from ..sink.resting import RestingSpark
 from ..snapshot.chunking import Chunk, plan_chunks, reading_order
+from ..snapshot.localtasks import LocalTasks, local_tasks
 from ..snapshot.reader import snapshot_batch
 from ..snapshot.staging import staging_area
 from ..snapshot.window import LowWatermarks, Window, resolve
@@ -167,11 +168,13 @@ class SnapshotRunner:
         lows = LowWatermarks()
         if planned_now and checkpoint.position is not None:
             lows.sample(checkpoint.position)  # taken before the columns were read
+        local = local_tasks(self.spark)  # a local master's workers (else Spark tasks read)
         for first in range(0, len(pending), per_commit):
             if first and self._columns_changed(conn, spec, schema, checkpoint):
                 break
             window = self._window(conn, lows) if mode is SnapshotMode.WINDOW else None
-            read = self._read_batch(conn, spec, schema, path, checkpoint, pending[first : first + per_commit], window)
+            read = self._read_batch(conn, spec, schema, path, checkpoint, pending[first : first + per_commit],
+                                    window, local)
             if read is None:
                 break
             checkpoint, rows = read
@@ -195,6 +198,7 @@ class SnapshotRunner:
         checkpoint: Checkpoint,
         chunks: Sequence[Chunk],
         window: Window | None,
+        local: LocalTasks | None = None,
     ) -> tuple[Checkpoint, int] | None:
         """Read ``chunks`` in one bronze commit: the checkpoint it committed and its rows, or
         ``None`` when a DDL failed the reads and the chunks wait for the catch-up."""
@@ -212,7 +216,7 @@ class SnapshotRunner:
                 # then takes the rows by MERGE only.
                 silver_path=(self.config.table_path(Layer.SILVER, spec.name)
                              if spec.transform is None and spec.scd_type == 1 else None),
-                window=window, server_ids=self.config.server_ids,
+                window=window, server_ids=self.config.server_ids, local=local,
             )
         except Exception:
             # A DDL since the columns were described can fail the batch's reads (a SELECT of a

@@ -57,6 +57,7 @@ from .chunktask import (
     stage_chunks,
     staged_in_arrow,
 )
+from .localtasks import LocalTasks, TaskFailed, runs_of
 from .staging import Staging
 from .window import Window
 
@@ -111,6 +112,7 @@ def snapshot_batch(
     silver_path: str | None = None,
     window: Window | None = None,
     server_ids: tuple[int, int] = (0, 0),
+    local: LocalTasks | None = None,
 ) -> tuple[dict[int, BinlogPosition], int]:
     """Read ``chunks`` in parallel and commit them to bronze with ``checkpoint`` updated by
     their watermarks. Returns the watermarks and the number of rows written.
@@ -118,7 +120,8 @@ def snapshot_batch(
     With ``silver_path`` (no silver transform), the same rows also go to silver as plain files
     when silver is exactly one batch behind (see :func:`_seeds_silver`). With ``window``, each
     chunk is read between ``window.low`` and a high watermark of its own (:mod:`window`), its
-    binlog reader taking a server id of its own from ``server_ids``."""
+    binlog reader taking a server id of its own from ``server_ids``. With ``local`` (a local
+    master's, :mod:`localtasks`) its workers read the chunks instead of a Spark job."""
     by_files = not portable.active(spark)  # committed from the tasks' files (Delta's JVM API)
     direct = localfiles.is_local(bronze_path) and by_files
     # An object-store lake's tasks write into bronze's folder in the bucket: nothing to move.
@@ -157,7 +160,7 @@ def snapshot_batch(
                            bronze_names, silver_names, staging.store, silver_path if in_bucket else None)
                  for slot, c in enumerate(chunks)]
         try:
-            staged = _run_tasks(spark, tasks)
+            staged = _run_tasks(spark, tasks, local)
         except _task_errors() as exc:
             raise task_error(exc, table.table) from None
         finally:
@@ -221,14 +224,18 @@ def snapshot_batch(
 
 def _task_errors() -> tuple[type[BaseException], ...]:
     """What a failed snapshot job raises: a task's Python error, or Spark's (a lost executor
-    reaches a Spark Connect client as its SparkException, not py4j's error)."""
-    return (PythonException, *spark_errors())
+    reaches a Spark Connect client as its SparkException, not py4j's error), or a local worker's
+    traceback."""
+    return (PythonException, TaskFailed, *spark_errors())
 
 
-def _run_tasks(spark: SparkSession, tasks: Sequence[ChunkTask]) -> list[StagedChunk]:
-    """Run ``tasks`` as one Spark job, runs of consecutive chunks per Spark task. Portable mode
-    maps a range of task numbers in Arrow (no RDD there); a Spark Connect client knows no core
-    count, so unless the server sets ``spark.default.parallelism`` each chunk is a task."""
+def _run_tasks(spark: SparkSession, tasks: Sequence[ChunkTask], local: LocalTasks | None = None) -> list[StagedChunk]:
+    """Run ``tasks`` as one Spark job, runs of consecutive chunks per Spark task (or as the same
+    runs in ``local``'s workers). Portable mode maps a range of task numbers in Arrow (no RDD
+    there); a Spark Connect client knows no core count, so unless the server sets
+    ``spark.default.parallelism`` each chunk is a task."""
+    if local is not None:
+        return local.run(runs_of(tasks, task_count(len(tasks), local.cores)))
     if not portable.active(spark):
         slices = task_count(len(tasks), spark.sparkContext.defaultParallelism)
         return spark.sparkContext.parallelize(tasks, slices).mapPartitions(stage_chunks).collect()
