@@ -35,6 +35,12 @@ def test_only_a_local_master_running_the_drivers_python_reads_in_the_drivers_wor
     assert driver_python_runs_tasks("local[2]", sys.executable, other)  # the setting wins over the environment
     assert not driver_python_runs_tasks("local[2]", other, None)
     assert not driver_python_runs_tasks("local[2]", None, other)
+    # Another venv's python links to the same base interpreter, but it is another environment.
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(os.path.realpath(sys.executable))
+    assert not driver_python_runs_tasks("local[2]", str(venv / "python"), None)
+    assert driver_python_runs_tasks("local[2]", os.path.join(os.path.dirname(sys.executable), "python3"), None)
     for master in ("local-cluster[1,1,1024]", "spark://h:7077", "yarn", "k8s://https://k:443", "sc://h:15002"):
         assert not driver_python_runs_tasks(master, None, None)
 

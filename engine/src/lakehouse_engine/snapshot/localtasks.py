@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -59,7 +60,12 @@ def driver_python_runs_tasks(master: str, configured: str | None, environment: s
     if not shipping.is_local_master(master):
         return False
     chosen = configured or environment
-    return not chosen or os.path.realpath(chosen) == os.path.realpath(sys.executable)
+    if not chosen:
+        return True
+    found = chosen if os.sep in chosen else shutil.which(chosen)  # a bare name is looked up as Spark does
+    # One folder of interpreters is one environment (python and python3 of one venv); symlinks
+    # are not followed: every venv's python links to the same base interpreter.
+    return found is not None and os.path.dirname(os.path.abspath(found)) == os.path.dirname(sys.executable)
 
 
 def runs_of(tasks: Sequence[ChunkTask], slices: int) -> list[list[ChunkTask]]:
