@@ -11,6 +11,7 @@ import pytest
 
 from lakehouse_engine import errors
 from lakehouse_engine.config.project import SourceProfile
+from lakehouse_engine.sink import shipping
 from lakehouse_engine.snapshot import localtasks
 from lakehouse_engine.snapshot.chunking import Chunk
 from lakehouse_engine.snapshot.chunktask import ChunkTask
@@ -30,19 +31,23 @@ def test_tasks_are_cut_into_runs_of_consecutive_chunks_as_spark_slices_a_list(co
 
 def test_only_a_local_master_running_the_drivers_python_reads_in_the_drivers_workers(tmp_path):
     other = str(tmp_path / "python3")
-    assert driver_python_runs_tasks("local[*]", None, None)
-    assert driver_python_runs_tasks("local", None, sys.executable)
-    assert driver_python_runs_tasks("local[2]", sys.executable, other)  # the setting wins over the environment
-    assert not driver_python_runs_tasks("local[2]", other, None)
-    assert not driver_python_runs_tasks("local[2]", None, other)
+
+    def setting(python: str) -> dict[str, str]:
+        return {shipping.PYTHON_SETTING: python}
+
+    assert driver_python_runs_tasks("local[*]", {}, None)
+    assert driver_python_runs_tasks("local", {}, sys.executable)
+    assert driver_python_runs_tasks("local[2]", setting(sys.executable), other)  # the setting wins over the environment
+    assert not driver_python_runs_tasks("local[2]", setting(other), None)
+    assert not driver_python_runs_tasks("local[2]", {}, other)
     # Another venv's python links to the same base interpreter, but it is another environment.
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     (venv / "python").symlink_to(os.path.realpath(sys.executable))
-    assert not driver_python_runs_tasks("local[2]", str(venv / "python"), None)
-    assert driver_python_runs_tasks("local[2]", os.path.join(os.path.dirname(sys.executable), "python3"), None)
+    assert not driver_python_runs_tasks("local[2]", setting(str(venv / "python")), None)
+    assert driver_python_runs_tasks("local[2]", setting(os.path.join(os.path.dirname(sys.executable), "python3")), None)
     for master in ("local-cluster[1,1,1024]", "spark://h:7077", "yarn", "k8s://https://k:443", "sc://h:15002"):
-        assert not driver_python_runs_tasks(master, None, None)
+        assert not driver_python_runs_tasks(master, {}, None)
 
 
 def _unreachable_task(index: int) -> ChunkTask:

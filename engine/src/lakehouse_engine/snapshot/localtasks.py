@@ -27,7 +27,7 @@ import shutil
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -49,19 +49,17 @@ def runs_locally(spark: SparkSession) -> bool:
     if portable.active(spark):
         return False
     context = spark.sparkContext
-    return driver_python_runs_tasks(context.master or "", context.getConf().get(shipping.PYTHON_SETTING),
+    return driver_python_runs_tasks(context.master or "", dict(context.getConf().getAll()),
                                     os.environ.get("PYSPARK_PYTHON"))
 
 
-def driver_python_runs_tasks(master: str, configured: str | None, environment: str | None) -> bool:
-    """Whether ``master``'s Python tasks run on this host in the driver's own Python:
-    ``configured`` (``spark.pyspark.python``), else ``environment`` (``PYSPARK_PYTHON``), names the
-    executors' Python when set."""
+def driver_python_runs_tasks(master: str, conf: Mapping[str, str], environment: str | None) -> bool:
+    """Whether ``master``'s Python tasks run on this host in the driver's own Python, given the
+    session's ``conf`` and ``PYSPARK_PYTHON`` (``environment``), as ``shipping.executor_python``
+    picks the executors' Python from them."""
     if not shipping.is_local_master(master):
         return False
-    chosen = configured or environment
-    if not chosen:
-        return True
+    chosen = shipping.executor_python(conf, master, environment) or sys.executable
     found = chosen if os.sep in chosen else shutil.which(chosen)  # a bare name is looked up as Spark does
     # One folder of interpreters is one environment (python and python3 of one venv); symlinks
     # are not followed: every venv's python links to the same base interpreter.
