@@ -13,7 +13,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse_engine.sink import bronze, silver
+from lakehouse_engine.sink import bronze, silver, silverwrite
 from lakehouse_engine.sink.log import deltalog
 from lakehouse_engine.state.checkpoint import Checkpoint, Phase
 
@@ -128,7 +128,7 @@ def test_silver_whose_deletion_vectors_were_turned_off_after_this_process_saw_th
     assert sorted(_silver(spark, tmp_path)) == sorted(_expected(spark, tmp_path))
 
 
-def test_a_silver_table_created_without_deletion_vectors_gets_them_at_its_next_merge(spark, tmp_path):
+def test_a_silver_table_created_without_its_properties_gets_them_at_its_next_merge(spark, tmp_path):
     bronze_path, silver_path = str(tmp_path / "bronze"), str(tmp_path / "silver")
     _snapshot_batch(spark, bronze_path, 1)
     # Silver as an older version (or the snapshot's file commits) made it: no table property.
@@ -140,6 +140,7 @@ def test_a_silver_table_created_without_deletion_vectors_gets_them_at_its_next_m
     _apply(spark, tmp_path, 2)
 
     assert _properties(spark, silver_path)["delta.enableDeletionVectors"] == "true"
+    assert _properties(spark, silver_path)[bronze.CHECKPOINT_INTERVAL] == str(silverwrite.SILVER_CHECKPOINT_INTERVAL)
     operation, metrics = _last_commit(spark, silver_path)
     assert operation == "MERGE" and int(metrics["numTargetDeletionVectorsAdded"]) >= 1
     assert int(metrics["numTargetFilesRemoved"]) == 0
@@ -246,3 +247,34 @@ def test_a_checkpoint_interval_set_on_bronze_by_the_team_stands(spark, tmp_path)
     _binlog_batch(spark, path, 2)
 
     assert _properties(spark, path)[bronze.CHECKPOINT_INTERVAL] == "5"
+
+
+def test_silver_merges_reach_version_ten_without_writing_a_delta_checkpoint(spark, tmp_path):
+    # A follow commits silver every cycle: Delta's default interval of 10 made every tenth
+    # cycle pay a checkpoint (a Spark job, seconds) on the committing thread.
+    bronze_path, silver_path = str(tmp_path / "bronze"), str(tmp_path / "silver")
+    _snapshot_batch(spark, bronze_path, 1)
+    _apply(spark, tmp_path, 1)
+    assert _properties(spark, silver_path)[bronze.CHECKPOINT_INTERVAL] == str(silverwrite.SILVER_CHECKPOINT_INTERVAL)
+    for batch in range(2, 13):
+        _binlog_batch(spark, bronze_path, batch)
+        assert _apply(spark, tmp_path, batch) == 1
+
+    log = tmp_path / "silver" / "_delta_log"
+    assert len(list(log.glob("*.json"))) >= 11  # versions 0..10 at least: version 10 was committed
+    assert not list(log.glob("*.checkpoint*.parquet"))
+    assert sorted(_silver(spark, tmp_path)) == sorted(_expected(spark, tmp_path))
+
+
+def test_a_checkpoint_interval_set_on_silver_by_the_team_stands(spark, tmp_path):
+    bronze_path, silver_path = str(tmp_path / "bronze"), str(tmp_path / "silver")
+    _snapshot_batch(spark, bronze_path, 1)
+    _apply(spark, tmp_path, 1)
+    spark.sql(f"ALTER TABLE delta.`{silver_path}` UNSET TBLPROPERTIES ('delta.enableDeletionVectors')")
+    spark.sql(f"ALTER TABLE delta.`{silver_path}` SET TBLPROPERTIES ('{bronze.CHECKPOINT_INTERVAL}' = '5')")
+
+    _binlog_batch(spark, bronze_path, 2)
+    _apply(spark, tmp_path, 2)  # this path is new to the process: the merge looks at its properties
+
+    assert _properties(spark, silver_path)[bronze.CHECKPOINT_INTERVAL] == "5"
+    assert _properties(spark, silver_path)["delta.enableDeletionVectors"] == "true"

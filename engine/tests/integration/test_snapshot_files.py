@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_engine.errors import ConcurrentRunError
 from lakehouse_engine.run.pipeline import Pipeline, TablesFailed
-from lakehouse_engine.sink import deltafiles
+from lakehouse_engine.sink import deltafiles, silverwrite
 from lakehouse_engine.sink import paths as lake
 from lakehouse_engine.sink.columnmap import StaleColumns
 from lakehouse_engine.sink.log import localfiles, transaction
@@ -162,10 +162,12 @@ def test_snapshot_batches_go_to_silver_as_files_one_commit_per_batch(spark, conf
     assert [json.loads(m) for m in seeded[:snapshot_batches]] == [
         {"bronze_batch": b, "bronze_run": "run-1"} for b in range(1, snapshot_batches + 1)]
     _assert_silver_is_the_source_row_for_row(spark, config, "orders")
-    # Created with deletion vectors on, so that its first MERGE needs no ALTER TABLE of its own.
+    # Created with silver's properties (deletion vectors, the checkpoint interval), so that its
+    # first MERGE needs no ALTER TABLE of its own.
     creation = Path(config.table_path("silver", "orders")) / "_delta_log" / f"{0:020d}.json"
     metadata = next(json.loads(line)["metaData"] for line in creation.read_text().splitlines() if "metaData" in line)
     assert metadata["configuration"].get("delta.enableDeletionVectors") == "true"
+    assert metadata["configuration"].get("delta.checkpointInterval") == str(silverwrite.SILVER_CHECKPOINT_INTERVAL)
 
 
 def test_a_silver_commit_lost_after_its_bronze_commit_is_merged_later(spark, config, monkeypatch):

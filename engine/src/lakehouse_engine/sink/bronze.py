@@ -55,8 +55,8 @@ CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 # JVM and 5-6 s as a run's first. A catch-up of 500k changes commits bronze 10 times (50k rows
 # each), so it paid one: 4 s of a 31 s catch-up (1.5M-row table, 2 cores). Bronze is append-only
 # and only ever read whole or from a batch on, so it checkpoints every 100 commits: a reader
-# replays at most 99 small JSON commits after the checkpoint. Silver, which teams query, keeps
-# Delta's default.
+# replays at most 99 small JSON commits after the checkpoint. Silver does the same (see
+# silverwrite.SILVER_CHECKPOINT_INTERVAL).
 BRONZE_CHECKPOINT_INTERVAL = 100
 NEW_TABLE_PROPERTIES = {CHECKPOINT_INTERVAL: str(BRONZE_CHECKPOINT_INTERVAL)}  # a new bronze table's
 

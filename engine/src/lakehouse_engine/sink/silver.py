@@ -59,7 +59,7 @@ from .bronze import latest_per_key
 from .log import deltalog, localfiles
 from .portable import spark_errors
 from .silverlineage import Commit, Lineage
-from .silverwrite import DELETION_VECTORS, concurrent_silver_write
+from .silverwrite import concurrent_silver_write
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def rebuild(spark: SparkSession, *, bronze_path: str, silver_path: str, key: Seq
             # Bronze's columns may have changed since silver was made (a DDL replayed by rebuilding).
             writer.mode("overwrite").option("overwriteSchema", "true").save(silver_path)
         else:
-            (writer.option(DELETION_VECTORS, "true").options(**columnmap.creation_properties(rows.columns))
+            (writer.options(**silverwrite.NEW_TABLE_PROPERTIES).options(**columnmap.creation_properties(rows.columns))
              .mode("error").save(silver_path))
     except spark_errors() as exc:
         if not bronze.is_commit_conflict(exc):
@@ -270,7 +270,7 @@ def _merge_batches(spark: SparkSession, job: _Job, changes: DataFrame, commit: C
     appends = facts.rows == 0 or (facts.snapshot_only and _snapshot_only_until(spark, job.bronze_path, job.done)
                                   and not bronze.repaired_after(spark, job.bronze_path, job.done))
     if not appends:
-        silverwrite.enable_deletion_vectors(spark, job.silver_path, job.name)
+        silverwrite.set_table_properties(spark, job.silver_path, job.name)
         if in_memory is not None and job.transform is None and silverwrite.merge_in_arrow(
                 spark, job.silver_path, in_memory, job.key, facts, commit):
             return

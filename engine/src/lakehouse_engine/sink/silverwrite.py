@@ -32,7 +32,7 @@ from .silverbatch import BatchFacts
 from .silverlineage import Commit
 
 log = logging.getLogger(__name__)
-_with_deletion_vectors: set[str] = set()  # silver tables this process saw with the property set
+_with_properties: set[str] = set()  # silver tables this process saw with NEW_TABLE_PROPERTIES set
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Delta's idempotent DML: a MERGE whose version is not above the app id's last one is skipped.
@@ -40,6 +40,17 @@ TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
 DELETION_VECTORS = "delta.enableDeletionVectors"
+# Silver checkpoints every 100 commits, as bronze does (see bronze.CHECKPOINT_INTERVAL), where
+# Delta's default is 10: the checkpoint is a Spark job on the committing thread (1.5 s warm, 6 s
+# and +110 MB of JVM heap as a snapshot's first job). A follow commits silver every cycle, so it
+# paid one every tenth cycle, which puts it inside the freshness p95; a 20M-row snapshot paid
+# one at its tenth batch. The price is a reader's replay of up to 99 commit files after the
+# checkpoint (measured in the README's bench section). A team's own interval stands.
+SILVER_CHECKPOINT_INTERVAL = 100
+# A new silver table's properties, wherever it is created (a MERGE's first batch, a snapshot's
+# seeded files, a rebuild): deletion vectors on, otherwise its first MERGE turns them on with a
+# commit of its own (an ALTER TABLE, 1-3 s of a first catch-up).
+NEW_TABLE_PROPERTIES = {DELETION_VECTORS: "true", bronze.CHECKPOINT_INTERVAL: str(SILVER_CHECKPOINT_INTERVAL)}
 # An open cost this large gives every input file a read partition of its own: rows copied from
 # bronze keep its files' key ranges (snapshot chunks), which the MERGE's key bounds then skip.
 ONE_PARTITION_PER_FILE = {"spark.sql.files.openCostInBytes": str(1 << 40)}
@@ -56,24 +67,27 @@ def merge_condition(key: Sequence[str], bounds: Sequence[tuple[str, Any, Any]],
     return reduce(lambda a, b: a & b, terms)
 
 
-def enable_deletion_vectors(spark: SparkSession, path: str, table: str) -> None:
-    """Turn deletion vectors on for a silver table that has the property unset (one metadata
-    commit, once); a table where someone set it, to anything, is left as it is.
+def set_table_properties(spark: SparkSession, path: str, table: str) -> None:
+    """Give a silver table made before this engine version the :data:`NEW_TABLE_PROPERTIES` it
+    has unset, in one metadata commit, once; a property someone set, to anything, is left as it is.
 
-    Looked at once per process and table: reading the property lists the table's Delta log,
-    which a follow would do every cycle. Someone turning them off meanwhile is still seen where
-    it matters: :mod:`dvmerge` reads the property from the table's state and leaves such a
-    merge to Delta's MERGE, which then rewrites files instead."""
-    if path in _with_deletion_vectors:
+    Looked at once per process and table: reading the properties lists the table's Delta log,
+    which a follow would do every cycle. Someone turning deletion vectors off meanwhile is still
+    seen where it matters: :mod:`dvmerge` reads the property from the table's state and leaves
+    such a merge to Delta's MERGE, which then rewrites files instead."""
+    if path in _with_properties:
         return
-    if deltalog.table_property(spark, path, DELETION_VECTORS) is None:
+    unset = {name: value for name, value in NEW_TABLE_PROPERTIES.items()
+             if deltalog.table_property(spark, path, name) is None}
+    if unset:
+        assignments = ", ".join(f"'{name}' = '{value}'" for name, value in unset.items())
         try:
-            spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
+            spark.sql(f"ALTER TABLE delta.{quote_ident(path)} SET TBLPROPERTIES ({assignments})")
         except spark_errors() as exc:
             if not bronze.is_commit_conflict(exc):
                 raise
             raise concurrent_silver_write(table) from None
-    _with_deletion_vectors.add(path)
+    _with_properties.add(path)
 
 
 def _writer(rows: DataFrame, commit: Commit) -> DataFrameWriter:
@@ -86,7 +100,7 @@ def create(spark: SparkSession, path: str, rows: DataFrame, commit: Commit, *, k
     """Create silver with ``rows``; ``keep_files``: one file per input file (no shuffle)."""
     try:
         with session_conf(spark, ONE_PARTITION_PER_FILE if keep_files else {}):
-            (_writer(rows, commit).option(DELETION_VECTORS, "true")
+            (_writer(rows, commit).options(**NEW_TABLE_PROPERTIES)
              .options(**columnmap.creation_properties(rows.columns)).mode("error").save(path))
     except spark_errors() as exc:
         # Another run created silver since we looked: a creation conflict, or "path exists".
@@ -193,7 +207,7 @@ def apply_history(spark: SparkSession, path: str, changes: DataFrame, key: Seque
         create(spark, path, history.versions(changes, key), commit, keep_files=False)
         return
     rows = history.merge_rows(changes, spark.read.format("delta").load(path), key)
-    enable_deletion_vectors(spark, path, commit.table)
+    set_table_properties(spark, path, commit.table)
     conf = {USER_METADATA_CONF: commit.marker, TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch)}
     try:
         with session_conf(spark, conf):

@@ -341,9 +341,7 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
             path.unlink(missing_ok=True)
 
 
-# Silver is created with deletion vectors on, as a MERGE-created silver is: otherwise its first
-# MERGE turns them on with a commit of its own (an ALTER TABLE, 1-3 s of a first catch-up).
-SILVER_PROPERTIES = {silverwrite.DELETION_VECTORS: "true"}
+SILVER_PROPERTIES = silverwrite.NEW_TABLE_PROPERTIES  # as a MERGE-created silver's
 
 
 def _silver_schema(table: TableSchema) -> T.StructType:
