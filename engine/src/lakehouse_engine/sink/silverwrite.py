@@ -43,9 +43,9 @@ DELETION_VECTORS = "delta.enableDeletionVectors"
 # Silver checkpoints every 100 commits, as bronze does (see bronze.CHECKPOINT_INTERVAL), where
 # Delta's default is 10: the checkpoint is a Spark job on the committing thread (1.5 s warm, 6 s
 # and +110 MB of JVM heap as a snapshot's first job). A follow commits silver every cycle, so it
-# paid one every tenth cycle, which puts it inside the freshness p95; a 20M-row snapshot paid
-# one at its tenth batch. The price is a reader's replay of up to 99 commit files after the
-# checkpoint (measured in the README's bench section). A team's own interval stands.
+# paid one every tenth cycle; a 20M-row snapshot paid one at its tenth batch. The price is a
+# reader's replay of up to 99 commit files after the checkpoint (measured in the README's bench
+# section). A team's own interval stands.
 SILVER_CHECKPOINT_INTERVAL = 100
 # A new silver table's properties, wherever it is created (a MERGE's first batch, a snapshot's
 # seeded files, a rebuild): deletion vectors on, otherwise its first MERGE turns them on with a

@@ -315,7 +315,7 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
                       for chunk in files]
         else:
             target = Path(localfiles.local_path(silver_path))
-            _create_table(spark, silver_path, _silver_schema(table), SILVER_PROPERTIES)
+            _create_table(spark, silver_path, _silver_schema(table), silverwrite.NEW_TABLE_PROPERTIES)
             for chunk in files:
                 destination = target / Path(chunk.silver_path).name  # type: ignore[arg-type]
                 shutil.move(chunk.silver_path, destination)  # type: ignore[arg-type]
@@ -341,7 +341,6 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
             path.unlink(missing_ok=True)
 
 
-SILVER_PROPERTIES = silverwrite.NEW_TABLE_PROPERTIES  # as a MERGE-created silver's
 
 
 def _silver_schema(table: TableSchema) -> T.StructType:
@@ -407,7 +406,7 @@ def _bucket_silver(spark: SparkSession, silver_path: str, table: TableSchema,
     """Silver in the bucket, created (empty) before the tasks write into its folder, and the
     names its files' columns take; None, with silver left to the MERGE, when that fails."""
     try:
-        _create_table(spark, silver_path, _silver_schema(table), SILVER_PROPERTIES)
+        _create_table(spark, silver_path, _silver_schema(table), silverwrite.NEW_TABLE_PROPERTIES)
         return columnmap.table_names(spark, silver_path)
     except Exception as exc:
         log.warning("%s: silver not seeded from snapshot batch %d (%s); it is merged later",
