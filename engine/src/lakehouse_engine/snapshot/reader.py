@@ -341,8 +341,6 @@ def _seed_silver(spark: SparkSession, silver_path: str, table: TableSchema, file
             path.unlink(missing_ok=True)
 
 
-
-
 def _silver_schema(table: TableSchema) -> T.StructType:
     """Silver's columns, with the source descriptions bronze records (as silver made from bronze's
     rows has them: every path makes the same table)."""
